@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The CLI end to end: a run with --out leaves complete dumps and reports and nothing else,
+# `equiv compare` on its dumps reproduces the verdict, and differences planted into a dump
+# (with h5py, as a user editing a file would) are caught and named.
+#   cli_test.sh EQUIV
+set -u
+equiv=$1
+py=/usr/bin/python3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+check() { # check DESCRIPTION WANT_STATUS COMMAND...
+    local what=$1 want=$2
+    shift 2
+    "$@" >"$work/stdout" 2>"$work/stderr"
+    local got=$?
+    if [ "$got" -ne "$want" ]; then
+        echo "FAIL: $what: exit $got, want $want"; cat "$work/stderr"; fail=1
+    else
+        echo "ok: $what (exit $got)"
+    fi
+}
+expect_output() { # expect_output DESCRIPTION PATTERN
+    if grep -qE -- "$2" "$work/stdout"; then echo "ok: $1"; else echo "FAIL: $1: no /$2/ in output"; fail=1; fi
+}
+
+run="$work/run"
+check "row_parallel tp4 run" 0 "$equiv" --case row_parallel --tp 4 --out "$run"
+expect_output "per-layer table printed" '^\| *Layer *\|'
+expect_output "summary line printed" 'as expected'
+for f in row_parallel-bf16-dp1-tp1.h5 row_parallel-bf16-dp1-tp4.h5 row_parallel-fp32-dp1-tp1.h5 \
+         row_parallel-fp32-dp1-tp4.h5 report.md report.json; do
+    if [ -s "$run/$f" ]; then echo "ok: wrote $f"; else echo "FAIL: $f missing"; fail=1; fi
+done
+extra=$(ls -A "$run" | grep -vE '^(row_parallel-(bf16|fp32)-dp1-tp[14]\.h5|report\.(md|json))$')
+if [ -n "$extra" ]; then echo "FAIL: unexpected files in --out: $extra"; fail=1; fi
+
+check "compare reproduces the run's verdict" 0 "$equiv" compare "$run/row_parallel-bf16-dp1-tp1.h5" \
+    "$run/row_parallel-bf16-dp1-tp4.h5"
+check "bf16 row-parallel all-reduce is not bit-exact" 1 "$equiv" compare --expect bit_exact \
+    "$run/row_parallel-bf16-dp1-tp1.h5" "$run/row_parallel-bf16-dp1-tp4.h5"
+check "a dump compared with itself is bit-exact" 0 "$equiv" compare --expect bit_exact \
+    "$run/row_parallel-fp32-dp1-tp4.h5" "$run/row_parallel-fp32-dp1-tp4.h5"
+check "json format" 0 "$equiv" compare --format json "$run/row_parallel-fp32-dp1-tp1.h5" "$run/row_parallel-fp32-dp1-tp4.h5"
+if "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["comparisons"]' "$work/stdout"; then
+    echo "ok: JSON on stdout parses"
+else
+    echo "FAIL: JSON on stdout does not parse"; fail=1
+fi
+
+# Planted differences, written with h5py into copies of the fp32 tp4 dump.
+if "$py" -c 'import h5py' 2>/dev/null; then
+    plant() { # plant NAME PYTHON-EXPRESSION-ON-d (d: numpy array of layers/00/out)
+        cp "$run/row_parallel-fp32-dp1-tp4.h5" "$work/$1.h5"
+        "$py" - "$work/$1.h5" "$2" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    d = f["layers/00/out"][...]
+    exec(sys.argv[2])
+    f["layers/00/out"][...] = d
+PY
+    }
+    plant scaled8 'd *= 8'
+    check "planted x8 scale is caught" 1 "$equiv" compare "$run/row_parallel-fp32-dp1-tp1.h5" "$work/scaled8.h5"
+    expect_output "planted x8 scale is named" 'x8'
+    plant nan 'd.flat[5] = np.nan'
+    check "planted NaN is caught" 1 "$equiv" compare "$run/row_parallel-fp32-dp1-tp1.h5" "$work/nan.h5"
+    expect_output "planted NaN is named" 'NaN'
+    cp "$run/row_parallel-fp32-dp1-tp4.h5" "$work/ulp_base.h5"
+    plant ulp 'd.flat[17] = np.nextafter(d.flat[17], np.float32(np.inf), dtype=np.float32)'
+    check "planted 1-ULP change is caught under bit_exact" 1 "$equiv" compare --expect bit_exact \
+        "$work/ulp_base.h5" "$work/ulp.h5"
+    expect_output "planted 1-ULP change is named" '1 ULP'
+else
+    echo "FAIL: /usr/bin/python3 has no h5py (ci/install-deps installs python3-h5py)"; fail=1
+fi
+exit "$fail"

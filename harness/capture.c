@@ -1,0 +1,77 @@
+#include "harness/capture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const role_names[EQ_ROLE_COUNT] = {"input", "param", "activation", "grad", "loss"};
+
+const char *eq_role_name(eq_role r) { return (unsigned)r < EQ_ROLE_COUNT ? role_names[r] : "?"; }
+
+eq_status eq_role_parse(const char *name, eq_role *out)
+{
+    for (int r = 0; r < EQ_ROLE_COUNT; r++) {
+        if (strcmp(name, role_names[r]) == 0) {
+            *out = (eq_role)r;
+            return EQ_OK;
+        }
+    }
+    return EQ_FAIL(EQ_ERR_INPUT, "unknown tensor role '%s'", name);
+}
+
+void eq_capture_init(eq_capture *cap) { memset(cap, 0, sizeof *cap); }
+
+void eq_capture_free(eq_capture *cap)
+{
+    for (int i = 0; i < cap->count; i++) eq_tensor_free(&cap->entries[i].tensor);
+    free(cap->entries);
+    memset(cap, 0, sizeof *cap);
+}
+
+eq_status eq_capture_add(eq_capture *cap, int layer, const char *name, eq_role role, eq_tensor *t)
+{
+    eq_status st = EQ_OK;
+    if (layer < 0 || layer > 9999 || strlen(name) + 12 >= EQ_NAME_MAX) {
+        st = EQ_FAIL(EQ_ERR_INTERNAL, "bad capture name layer %d '%s'", layer, name);
+        goto cleanup;
+    }
+    if (cap->count == cap->capacity) {
+        int capacity = cap->capacity ? 2 * cap->capacity : 16;
+        eq_capture_entry *grown = realloc(cap->entries, (size_t)capacity * sizeof *grown);
+        if (grown == NULL) {
+            st = EQ_FAIL(EQ_ERR_NOMEM, "cannot grow the capture to %d tensors", capacity);
+            goto cleanup;
+        }
+        cap->entries = grown;
+        cap->capacity = capacity;
+    }
+    eq_capture_entry *e = &cap->entries[cap->count];
+    memset(e, 0, sizeof *e);
+    snprintf(e->path, sizeof e->path, "layers/%02d/%s", layer, name);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->layer = layer;
+    e->role = role;
+    e->tensor = *t;
+    memset(t, 0, sizeof *t);
+    cap->count++;
+    return EQ_OK;
+cleanup:
+    eq_tensor_free(t);
+    return st;
+}
+
+eq_status eq_capture_add_copy(eq_capture *cap, int layer, const char *name, eq_role role,
+                              const eq_tensor *t)
+{
+    eq_tensor copy;
+    eq_status st = eq_tensor_clone(&copy, t);
+    if (st != EQ_OK) return st;
+    return eq_capture_add(cap, layer, name, role, &copy);
+}
+
+const eq_capture_entry *eq_capture_find(const eq_capture *cap, const char *path)
+{
+    for (int i = 0; i < cap->count; i++)
+        if (strcmp(cap->entries[i].path, path) == 0) return &cap->entries[i];
+    return NULL;
+}

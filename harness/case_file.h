@@ -1,0 +1,97 @@
+/* Case files (cases/<name>.ini): what a case runs, at which sizes, under which layouts and dtypes,
+ * against which tolerance entry, and what each comparison must show.
+ *
+ *   [case]
+ *   model   = row_parallel             ; an entry of the model table (models/models.h)
+ *   summary = one line for --list
+ *   dtypes  = bf16, fp32
+ *   layouts = dp1-tp1, dp1-tp2, dp1-tp4 ; the reference dp1-tp1 is always run
+ *
+ *   [size.ci]                           ; every size the model reads, one section per size
+ *   seq = 16
+ *   ...
+ *
+ *   [tolerance]                         ; golden/tolerances.ini entry per dtype
+ *   bf16 = bf16_28_layers
+ *   fp32 = fp32_1_layer
+ *
+ *   [expect]                            ; most specific key wins: bf16.dp1-tp4, dp1-tp4, bf16, default
+ *   default = within
+ *
+ * Values are bit_exact, within, differs, must_fail (harness/tolerance.h). */
+#ifndef EQUIV_HARNESS_CASE_FILE_H
+#define EQUIV_HARNESS_CASE_FILE_H
+
+#include <stdint.h>
+
+#include "harness/tensor.h"
+#include "harness/tolerance.h"
+
+#define EQ_CASE_MAX_SIZES 4
+#define EQ_CASE_MAX_PARAMS 16
+#define EQ_CASE_MAX_LAYOUTS 16
+#define EQ_CASE_MAX_EXPECT 16
+#define EQ_CASE_KEY_MAX 48
+
+typedef struct {
+    int dp, tp;
+} eq_layout;
+
+/* "dp2-tp4" into a layout; EQ_ERR_USAGE unless both are integers in 1..1024. */
+eq_status eq_layout_parse(const char *text, eq_layout *out);
+const char *eq_layout_name(eq_layout l, char *buf, size_t len); /* "dp2-tp4" */
+
+typedef struct {
+    char key[EQ_CASE_KEY_MAX];
+    int64_t value;
+} eq_size_param;
+
+typedef struct {
+    char name[EQ_CASE_KEY_MAX]; /* "ci", "docs" */
+    eq_size_param params[EQ_CASE_MAX_PARAMS];
+    int count;
+    const char *case_path; /* for error messages; points into the owning eq_case */
+} eq_case_size;
+
+typedef struct {
+    char key[EQ_CASE_KEY_MAX]; /* "default", "bf16", "dp1-tp4", "bf16.dp1-tp4" */
+    eq_expect expect;
+} eq_case_expect;
+
+typedef struct {
+    char path[1024];
+    char name[EQ_CASE_KEY_MAX]; /* file name without .ini */
+    char model[EQ_CASE_KEY_MAX];
+    char summary[256];
+    eq_dtype dtypes[EQ_DTYPE_COUNT];
+    int n_dtypes;
+    eq_layout layouts[EQ_CASE_MAX_LAYOUTS];
+    int n_layouts;
+    eq_case_size sizes[EQ_CASE_MAX_SIZES];
+    int n_sizes;
+    char tolerance[EQ_DTYPE_COUNT][EQ_CASE_KEY_MAX]; /* by eq_dtype; "" if none */
+    eq_case_expect expects[EQ_CASE_MAX_EXPECT];
+    int n_expects;
+} eq_case;
+
+/* Parses a case file. Malformed files (syntax error, unknown section or key, a missing required
+ * key, a bad number, dtype, layout or expectation) are EQ_ERR_INPUT naming the file and line. */
+eq_status eq_case_load(const char *path, eq_case *out);
+
+/* Loads <dir>/<name>.ini; an unknown case is EQ_ERR_USAGE listing the known ones. */
+eq_status eq_case_load_named(const char *dir, const char *name, eq_case *out);
+
+/* Names of the cases in dir (sorted): fills names[max][EQ_CASE_KEY_MAX], returns the count. */
+eq_status eq_case_list(const char *dir, char names[][EQ_CASE_KEY_MAX], int max, int *count);
+
+/* The size section `name`; EQ_ERR_USAGE if the case has none of that name. */
+eq_status eq_case_find_size(const eq_case *c, const char *name, const eq_case_size **out);
+
+/* A size parameter; EQ_ERR_INPUT naming the case file if missing. */
+eq_status eq_size_get(const eq_case_size *s, const char *key, int64_t *out);
+
+/* What the case expects for (dtype, layout). The reference layout compared with itself is a
+ * determinism check and always bit_exact. */
+eq_expect eq_case_expectation(const eq_case *c, eq_dtype dt, eq_layout l);
+
+#endif

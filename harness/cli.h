@@ -1,0 +1,43 @@
+/* The command line: what the user asked for, parsed and checked, before anything runs. */
+#ifndef EQUIV_HARNESS_CLI_H
+#define EQUIV_HARNESS_CLI_H
+
+#include <stdint.h>
+
+#include "harness/case_file.h"
+#include "reductions/collectives.h"
+
+typedef enum { EQ_CMD_RUN, EQ_CMD_COMPARE, EQ_CMD_LIST, EQ_CMD_HELP, EQ_CMD_VERSION } eq_command;
+typedef enum { EQ_FORMAT_MARKDOWN, EQ_FORMAT_JSON } eq_format;
+
+typedef struct {
+    eq_command command;
+    /* run */
+    const char *case_name;
+    const char *size;                  /* "ci" unless --size */
+    int dp, tp;                        /* 0 = not given */
+    int all_dtypes;                    /* no --dtype: every dtype the case lists */
+    eq_dtype dtype;
+    eq_algo algo;
+    uint64_t seed;
+    const char *backend;
+    const char *transport;
+    /* compare */
+    const char *compare_paths[2];
+    int has_expect;
+    eq_expect expect;
+    const char *tolerance_name;        /* --tolerance ENTRY, else from the case or the dtype */
+    /* both */
+    const char *out_dir;               /* NULL: nothing written */
+    eq_format format;
+    const char *cases_dir;
+    const char *tolerances_path;
+    int verbose;
+} eq_cli;
+
+/* Parses argv into cli (defaults filled in). Unknown options and bad values are EQ_ERR_USAGE. */
+eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli);
+
+void eq_cli_print_help(void);
+
+#endif

@@ -1,0 +1,270 @@
+#include "harness/commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "equiv_config.h"
+#include "harness/atomic_file.h"
+#include "harness/compare.h"
+#include "harness/dump.h"
+#include "harness/runner.h"
+#include "models/models.h"
+#include "reports/report.h"
+
+#define MAX_COMPARISONS 64
+
+/* Where cases and the tolerance table live: the options, else $EQUIV_HOME, else the source tree
+ * this binary was built from. */
+static void resolve_paths(const eq_cli *cli, char *cases_dir, char *tolerances, size_t len)
+{
+    const char *home = getenv("EQUIV_HOME");
+    if (home == NULL || home[0] == '\0') home = EQUIV_SOURCE_ROOT;
+    if (cli->cases_dir) snprintf(cases_dir, len, "%s", cli->cases_dir);
+    else snprintf(cases_dir, len, "%s/cases", home);
+    if (cli->tolerances_path) snprintf(tolerances, len, "%s", cli->tolerances_path);
+    else snprintf(tolerances, len, "%s/golden/tolerances.ini", home);
+}
+
+static eq_status find_tolerance(const eq_tolerance_table *table, const char *entry, const char *who,
+                                const char *table_path, eq_tolerance *out)
+{
+    const eq_tolerance *t = eq_tolerance_find(table, entry);
+    if (t == NULL) return EQ_FAIL(EQ_ERR_INPUT, "%s names tolerance entry '%s', which %s lacks", who, entry, table_path);
+    *out = *t;
+    return EQ_OK;
+}
+
+/* Reports to standard output, and with --out also to DIR/report.md and DIR/report.json. */
+static eq_status write_reports(const eq_cli *cli, const eq_comparison *cmps, int n)
+{
+    eq_status st = EQ_OK;
+    eq_atomic_file md = {0}, json = {0};
+    st = cli->format == EQ_FORMAT_JSON ? eq_report_json(stdout, cmps, n) : eq_report_markdown(stdout, cmps, n);
+    fflush(stdout);
+    if (st != EQ_OK || cli->out_dir == NULL) return st;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/report.md", cli->out_dir);
+    EQ_TRY(eq_atomic_begin(&md, path, 1));
+    EQ_TRY(eq_report_markdown(md.fp, cmps, n));
+    EQ_TRY(eq_atomic_commit(&md));
+    snprintf(path, sizeof path, "%s/report.json", cli->out_dir);
+    EQ_TRY(eq_atomic_begin(&json, path, 1));
+    EQ_TRY(eq_report_json(json.fp, cmps, n));
+    EQ_TRY(eq_atomic_commit(&json));
+cleanup:
+    eq_atomic_abort(&md);
+    eq_atomic_abort(&json);
+    return st;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+}
+
+/* Runs spec, dumps it under --out, and says how long it took with -v. */
+static eq_status run_and_dump(const eq_cli *cli, const eq_run_spec *spec, eq_capture *cap)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    eq_status st = eq_run(spec, cap);
+    if (st != EQ_OK) return st;
+    char layout[32];
+    if (cli->verbose)
+        fprintf(stderr, "equiv: ran %s %s %s in %.2f s\n", spec->kase->name, eq_dtype_name(spec->step.dtype),
+                eq_layout_name(spec->step.layout, layout, sizeof layout), seconds_since(&t0));
+    if (cli->out_dir == NULL) return EQ_OK;
+    char name[256], path[4096];
+    snprintf(path, sizeof path, "%s/%s", cli->out_dir, eq_dump_filename(&cap->meta, name, sizeof name));
+    return eq_dump_write(path, cap);
+}
+
+/* The layouts to check: the one asked for, else every layout of the case but the reference
+ * (unless the reference is all it lists). */
+static int layouts_to_run(const eq_cli *cli, const eq_case *kase, eq_layout *out)
+{
+    if (cli->dp || cli->tp) {
+        out[0] = (eq_layout){cli->dp ? cli->dp : 1, cli->tp ? cli->tp : 1};
+        return 1;
+    }
+    int n = 0;
+    for (int i = 0; i < kase->n_layouts; i++)
+        if (kase->layouts[i].dp != 1 || kase->layouts[i].tp != 1) out[n++] = kase->layouts[i];
+    if (n == 0) out[n++] = (eq_layout){1, 1};
+    return n;
+}
+
+eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
+{
+    eq_status st = EQ_OK;
+    char cases_dir[2048], tolerances_path[2048], who[1100];
+    eq_case *kase = calloc(1, sizeof *kase);
+    eq_tolerance_table *table = calloc(1, sizeof *table);
+    eq_comparison cmps[MAX_COMPARISONS];
+    eq_tolerance tols[EQ_DTYPE_COUNT];
+    eq_capture ref = {0}, test = {0};
+    eq_layout layouts[EQ_CASE_MAX_LAYOUTS];
+    eq_dtype dtypes[EQ_DTYPE_COUNT];
+    eq_run_spec spec;
+    int n_cmps = 0, n_dtypes = 0;
+    if (kase == NULL || table == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the case");
+        goto cleanup;
+    }
+
+    /* Everything the user asked for is checked before anything runs or is written. */
+    resolve_paths(cli, cases_dir, tolerances_path, sizeof cases_dir);
+    EQ_TRY(eq_case_load_named(cases_dir, cli->case_name, kase));
+    EQ_TRY(eq_tolerance_load(tolerances_path, table));
+    EQ_TRY(eq_run_spec_init(&spec, kase, cli->size));
+    EQ_TRY(eq_backend_find(cli->backend, &spec.step.backend));
+    if (strcmp(cli->transport, "sim") != 0) {
+        st = EQ_FAIL(EQ_ERR_USAGE, "unknown transport '%s' (built: sim)", cli->transport);
+        goto cleanup;
+    }
+    spec.step.algo = cli->algo;
+    spec.step.seed = cli->seed;
+    if (cli->all_dtypes) {
+        memcpy(dtypes, kase->dtypes, sizeof dtypes);
+        n_dtypes = kase->n_dtypes;
+    } else {
+        dtypes[n_dtypes++] = cli->dtype;
+    }
+    const int n_layouts = layouts_to_run(cli, kase, layouts);
+    snprintf(who, sizeof who, "case file %s", kase->path);
+    for (int i = 0; i < n_dtypes; i++) {
+        if (kase->tolerance[dtypes[i]][0] == '\0') {
+            st = EQ_FAIL(EQ_ERR_USAGE, "case %s has no tolerance entry for %s (it runs: see equiv --list)", kase->name,
+                         eq_dtype_name(dtypes[i]));
+            goto cleanup;
+        }
+        EQ_TRY(find_tolerance(table, kase->tolerance[dtypes[i]], who, tolerances_path, &tols[dtypes[i]]));
+        for (int j = 0; j < n_layouts; j++) {
+            spec.step.dtype = dtypes[i];
+            spec.step.layout = layouts[j];
+            EQ_TRY(eq_run_check(&spec));
+        }
+    }
+    if (n_dtypes * n_layouts > MAX_COMPARISONS) {
+        st = EQ_FAIL(EQ_ERR_USAGE, "more than %d comparisons in one run", MAX_COMPARISONS);
+        goto cleanup;
+    }
+    if (cli->out_dir) EQ_TRY(eq_ensure_dir(cli->out_dir));
+
+    for (int i = 0; i < n_dtypes; i++) {
+        spec.step.dtype = dtypes[i];
+        spec.step.layout = (eq_layout){1, 1};
+        EQ_TRY(run_and_dump(cli, &spec, &ref));
+        for (int j = 0; j < n_layouts; j++) {
+            spec.step.layout = layouts[j];
+            EQ_TRY(run_and_dump(cli, &spec, &test));
+            eq_expect expect = eq_case_expectation(kase, dtypes[i], layouts[j]);
+            EQ_TRY(eq_compare_captures(&ref, &test, &tols[dtypes[i]], expect, &cmps[n_cmps]));
+            n_cmps++;
+            eq_capture_free(&test);
+        }
+        eq_capture_free(&ref);
+    }
+    EQ_TRY(write_reports(cli, cmps, n_cmps));
+    *n_unexpected = eq_report_unexpected(cmps, n_cmps);
+cleanup:
+    for (int i = 0; i < n_cmps; i++) eq_comparison_free(&cmps[i]);
+    eq_capture_free(&ref);
+    eq_capture_free(&test);
+    free(kase);
+    free(table);
+    return st;
+}
+
+/* Without --tolerance, the dumps' case names the entry; for a dump of an unknown case, the
+ * documents' table by dtype (golden/tolerances.ini). */
+static const char *default_tolerance_entry(eq_dtype dt) { return dt == EQ_BF16 ? "bf16_28_layers" : "fp32_1_layer"; }
+
+eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
+{
+    eq_status st = EQ_OK;
+    char cases_dir[2048], tolerances_path[2048];
+    eq_capture ref = {0}, test = {0};
+    eq_comparison cmp = {0};
+    int have_cmp = 0;
+    eq_tolerance tol;
+    eq_case *kase = calloc(1, sizeof *kase);
+    eq_tolerance_table *table = calloc(1, sizeof *table);
+    if (kase == NULL || table == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the comparison");
+        goto cleanup;
+    }
+    resolve_paths(cli, cases_dir, tolerances_path, sizeof cases_dir);
+    EQ_TRY(eq_tolerance_load(tolerances_path, table));
+    EQ_TRY(eq_dump_read(cli->compare_paths[0], &ref));
+    EQ_TRY(eq_dump_read(cli->compare_paths[1], &test));
+
+    /* The case the reference came from, if this tree has it, names tolerance and expectation. */
+    char case_path[4096];
+    snprintf(case_path, sizeof case_path, "%s/%s.ini", cases_dir, ref.meta.case_name);
+    int known_case = 0;
+    FILE *probe = fopen(case_path, "r");
+    if (probe != NULL) {
+        fclose(probe);
+        EQ_TRY(eq_case_load(case_path, kase));
+        known_case = 1;
+    }
+    const char *entry = cli->tolerance_name;
+    if (entry == NULL && known_case && kase->tolerance[ref.meta.dtype][0] != '\0') entry = kase->tolerance[ref.meta.dtype];
+    if (entry == NULL) entry = default_tolerance_entry(ref.meta.dtype);
+    EQ_TRY(find_tolerance(table, entry, cli->tolerance_name ? "--tolerance" : "the comparison", tolerances_path, &tol));
+    eq_expect expect = EQ_EXPECT_WITHIN;
+    if (cli->has_expect) expect = cli->expect;
+    else if (known_case) expect = eq_case_expectation(kase, ref.meta.dtype, (eq_layout){test.meta.dp, test.meta.tp});
+
+    EQ_TRY(eq_compare_captures(&ref, &test, &tol, expect, &cmp));
+    have_cmp = 1;
+    if (cli->out_dir) EQ_TRY(eq_ensure_dir(cli->out_dir));
+    EQ_TRY(write_reports(cli, &cmp, 1));
+    *n_unexpected = eq_report_unexpected(&cmp, 1);
+cleanup:
+    if (have_cmp) eq_comparison_free(&cmp);
+    eq_capture_free(&ref);
+    eq_capture_free(&test);
+    free(kase);
+    free(table);
+    return st;
+}
+
+eq_status eq_cmd_list(const eq_cli *cli)
+{
+    eq_status st = EQ_OK;
+    char cases_dir[2048], tolerances_path[2048], names[64][EQ_CASE_KEY_MAX];
+    int n = 0;
+    eq_case *kase = calloc(1, sizeof *kase);
+    if (kase == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the case list");
+    resolve_paths(cli, cases_dir, tolerances_path, sizeof cases_dir);
+    EQ_TRY(eq_case_list(cases_dir, names, 64, &n));
+    printf("cases (%s):\n", cases_dir);
+    for (int i = 0; i < n; i++) {
+        char path[4096], layout[32];
+        snprintf(path, sizeof path, "%s/%s.ini", cases_dir, names[i]);
+        EQ_TRY(eq_case_load(path, kase));
+        printf("  %-16s %s\n", kase->name, kase->summary);
+        printf("  %-16s layouts:", "");
+        for (int j = 0; j < kase->n_layouts; j++) printf(" %s", eq_layout_name(kase->layouts[j], layout, sizeof layout));
+        printf("; dtypes:");
+        for (int j = 0; j < kase->n_dtypes; j++) printf(" %s", eq_dtype_name(kase->dtypes[j]));
+        printf("; sizes:");
+        for (int j = 0; j < kase->n_sizes; j++) printf(" %s", kase->sizes[j].name);
+        printf("\n");
+    }
+    printf("models:");
+    for (int i = 0; eq_models[i] != NULL; i++) printf(" %s", eq_models[i]->name);
+    printf("\ndtypes: bf16 fp32 fp64\nalgorithms:");
+    for (int a = 0; a < EQ_ALGO_COUNT; a++) printf(" %s", eq_algo_name((eq_algo)a));
+    printf("\nlayouts: dpD-tpT; a case's layouts divide its sizes (--dp, --tp pick one)\n");
+    printf("expectations: bit_exact within differs must_fail\nbackends: cpu\ntransports: sim\n");
+cleanup:
+    free(kase);
+    return st;
+}

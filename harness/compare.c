@@ -1,0 +1,326 @@
+/* Comparison of a run against its reference: per-tensor metrics in fp64, the observation, a
+ * diagnosis a reviewer can act on, and the walk over two captures. */
+#include "harness/compare.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The |d| thresholds of seed 002 section 2.1 (its layer tables keep 1e-3 and 1e-2). */
+const double eq_thresholds[EQ_N_THRESHOLDS] = {1e-4, 1e-3, 5e-3, 1e-2};
+
+/* A uniform factor: the least-squares scale is off 1 by more than rounding ever moves it (bf16
+ * rounding noise shifts it by ~u/sqrt(n), far below 1e-2) while the direction is kept. */
+#define SCALE_OFF_ONE 1e-2
+#define SCALE_MIN_COSINE 0.999
+/* A scale within this relative distance of n or 1/n is named as that factor: bf16 rounding noise
+ * on top of a planted factor moves the least-squares scale by ~1e-3 (2^-8 at worst). */
+#define FACTOR_SNAP 5e-3
+/* "A few elements": a handful, and at most a tenth of the tensor (a localized change). */
+#define FEW_ELEMENTS 8
+/* Beyond this relative Frobenius error a difference is not rounding in any dtype compared here
+ * (bf16 after 28 layers: ~1e-2, seed 002 section 3). */
+#define NOT_ROUNDING_REL 0.1
+
+/* Significand bits p including the implicit one. */
+static int significand_bits(eq_dtype dt)
+{
+    switch (dt) {
+    case EQ_BF16: return 8;
+    case EQ_FP32: return 24;
+    case EQ_FP64: return 53;
+    }
+    return 53;
+}
+
+/* Spacing of dt's numbers at |x|'s own scale: 2^(floor(log2|x|) - p + 1), or the subnormal
+ * spacing 2^(emin - p + 1) below the smallest normal 2^emin (bf16 has fp32's exponent range). */
+static double ulp_at(double x, eq_dtype dt)
+{
+    int p = significand_bits(dt);
+    int emin = dt == EQ_FP64 ? -1022 : -126;
+    double ax = fabs(x);
+    if (ax < ldexp(1.0, emin)) return ldexp(1.0, emin - p + 1);
+    int e;
+    frexp(ax, &e); /* ax = m 2^e with m in [0.5, 1): floor(log2 ax) = e - 1 */
+    return ldexp(1.0, e - p);
+}
+
+/* Do the stored bits of element i differ? (+0 and -0 do; NaNs with different payloads do.) */
+static int bits_differ(const eq_tensor *a, const eq_tensor *b, int64_t i)
+{
+    switch (a->dtype) {
+    case EQ_BF16: return ((const uint16_t *)a->data)[i] != ((const uint16_t *)b->data)[i];
+    case EQ_FP32: return memcmp((const float *)a->data + i, (const float *)b->data + i, 4) != 0;
+    case EQ_FP64: return memcmp((const double *)a->data + i, (const double *)b->data + i, 8) != 0;
+    }
+    return 1;
+}
+
+/* The k-th smallest of a[0..n) (0-based) by Hoare's selection, partially reordering a: on
+ * return every a[j] with j > k is >= a[k]. Expected O(n); no full sort of 8M values. */
+static double select_kth(double *a, int64_t n, int64_t k)
+{
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi];
+        double pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < pivot) i++;
+            while (a[j] > pivot) j--;
+            if (i <= j) {
+                double swap = a[i];
+                a[i] = a[j];
+                a[j] = swap;
+                i++;
+                j--;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break; /* a[j+1..i-1] all equal the pivot */
+    }
+    return a[k];
+}
+
+/* Median of a[0..n): the mean of the two middle values when n is even (torch.median would
+ * return the lower one; the two differ only in the last digit shown for large tensors). */
+static double median_of(double *a, int64_t n)
+{
+    if (n == 0) return 0.0;
+    int64_t k = (n - 1) / 2;
+    double lower = select_kth(a, n, k);
+    if (n % 2 == 1) return lower;
+    double upper = a[k + 1];
+    for (int64_t j = k + 2; j < n; j++)
+        if (a[j] < upper) upper = a[j];
+    return 0.5 * (lower + upper);
+}
+
+eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol,
+                             eq_metrics *out)
+{
+    memset(out, 0, sizeof *out);
+    out->argmax = -1;
+    if (!eq_tensor_same_shape(ref, test)) {
+        char ref_shape[96], test_shape[96];
+        return EQ_FAIL(EQ_ERR_INPUT, "cannot compare reference %s %s with test %s %s",
+                       eq_dtype_name(ref->dtype), eq_tensor_shape_str(ref, ref_shape, sizeof ref_shape),
+                       eq_dtype_name(test->dtype), eq_tensor_shape_str(test, test_shape, sizeof test_shape));
+    }
+    if (tol == NULL) return EQ_FAIL(EQ_ERR_INTERNAL, "eq_compare_tensors without a tolerance");
+    int64_t n = eq_tensor_numel(ref);
+    out->count = n;
+    double *abs_diffs = malloc((size_t)(n > 0 ? n : 1) * sizeof *abs_diffs); /* for the median */
+    if (abs_diffs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " doubles for the median", n);
+    int64_t n_finite = 0, above[EQ_N_THRESHOLDS] = {0}, n_ref_finite = 0;
+    double sum_abs = 0.0, sum_d2 = 0.0, sum_r2 = 0.0, sum_t2 = 0.0, sum_tr = 0.0;
+    double ref_mean = 0.0, ref_m2 = 0.0; /* Welford's running mean and sum of squared deviations */
+    for (int64_t i = 0; i < n; i++) {
+        double r = eq_tensor_get(ref, i), t = eq_tensor_get(test, i);
+        if (bits_differ(ref, test, i)) out->n_differ++;
+        out->nan_ref += isnan(r) != 0;
+        out->inf_ref += isinf(r) != 0;
+        out->nan_test += isnan(t) != 0;
+        out->inf_test += isinf(t) != 0;
+        if (isfinite(r)) {
+            n_ref_finite++;
+            double delta = r - ref_mean;
+            ref_mean += delta / (double)n_ref_finite;
+            ref_m2 += delta * (r - ref_mean);
+            if (fabs(r) > out->ref_absmax) out->ref_absmax = fabs(r);
+        }
+        if (!isfinite(r) || !isfinite(t)) {
+            int same_nonfinite = (isnan(r) && isnan(t)) || (isinf(r) && r == t);
+            if (!same_nonfinite) out->nonfinite_mismatch++;
+            continue;
+        }
+        double d = fabs(t - r);
+        abs_diffs[n_finite++] = d;
+        sum_abs += d;
+        sum_d2 += d * d;
+        sum_r2 += r * r;
+        sum_t2 += t * t;
+        sum_tr += t * r;
+        if (d == 0.0) continue;
+        if (d > out->max_abs) {
+            out->max_abs = d;
+            out->argmax = i;
+        }
+        for (int k = 0; k < EQ_N_THRESHOLDS; k++) above[k] += d > eq_thresholds[k];
+        double ulps = d / ulp_at(r, ref->dtype);
+        if (ulps > out->max_ulp) out->max_ulp = ulps;
+        double bound = tol->atol + tol->rtol * fabs(r);
+        double ratio = bound > 0.0 ? d / bound : INFINITY;
+        if (d > bound) out->n_outside++;
+        if (ratio > out->max_tol_ratio) out->max_tol_ratio = ratio;
+    }
+    out->n_finite = n_finite;
+    if (n_finite > 0) {
+        out->mean_abs = sum_abs / (double)n_finite;
+        for (int k = 0; k < EQ_N_THRESHOLDS; k++) out->frac_above[k] = (double)above[k] / (double)n_finite;
+    }
+    out->median_abs = median_of(abs_diffs, n_finite);
+    out->rel_fro = sum_r2 > 0.0 ? sqrt(sum_d2) / sqrt(sum_r2) : (sum_d2 > 0.0 ? INFINITY : 0.0);
+    if (sum_r2 == 0.0 && sum_t2 == 0.0) out->cosine = 1.0;
+    else if (sum_r2 == 0.0 || sum_t2 == 0.0) out->cosine = 0.0;
+    else out->cosine = fmax(-1.0, fmin(1.0, sum_tr / (sqrt(sum_r2) * sqrt(sum_t2))));
+    out->ls_scale = sum_r2 > 0.0 ? sum_tr / sum_r2 : 1.0;
+    out->ref_mean = ref_mean;
+    out->ref_std = n_ref_finite > 0 ? sqrt(ref_m2 / (double)n_ref_finite) : 0.0; /* population std */
+    free(abs_diffs);
+    return EQ_OK;
+}
+
+static int nonfinite_differs(const eq_metrics *m)
+{
+    return m->nonfinite_mismatch > 0 || m->nan_ref != m->nan_test || m->inf_ref != m->inf_test;
+}
+
+eq_observed eq_observe(const eq_metrics *m)
+{
+    if (nonfinite_differs(m)) return EQ_OBS_NONFINITE;
+    if (m->n_differ == 0) return EQ_OBS_BIT_EXACT;
+    if (m->n_outside == 0) return EQ_OBS_WITHIN;
+    return EQ_OBS_OUTSIDE;
+}
+
+/* "3 NaN, 1 Inf", "2 NaN", "1 Inf" or "no NaN/Inf". */
+static const char *count_nonfinite(int64_t nan, int64_t inf, char *buf, size_t len)
+{
+    if (nan > 0 && inf > 0) snprintf(buf, len, "%" PRId64 " NaN, %" PRId64 " Inf", nan, inf);
+    else if (nan > 0) snprintf(buf, len, "%" PRId64 " NaN", nan);
+    else if (inf > 0) snprintf(buf, len, "%" PRId64 " Inf", inf);
+    else snprintf(buf, len, "no NaN/Inf");
+    return buf;
+}
+
+/* "8", "0.0625 = 1/16", "-1", "1.5": the whole number n or 1/n the scale is within rounding of
+ * (the factors reduction bugs produce: world sizes and their inverses), else the scale itself. */
+static const char *name_factor(double scale, char *buf, size_t len)
+{
+    double magnitude = fabs(scale), whole = round(magnitude);
+    double inverse = magnitude > 0.0 ? round(1.0 / magnitude) : 0.0;
+    const char *sign = scale < 0.0 ? "-" : "";
+    if (whole >= 1.0 && fabs(magnitude / whole - 1.0) < FACTOR_SNAP)
+        snprintf(buf, len, "%s%.0f", sign, whole);
+    else if (inverse >= 2.0 && fabs(magnitude * inverse - 1.0) < FACTOR_SNAP)
+        snprintf(buf, len, "%s%.4g = %s1/%.0f", sign, 1.0 / inverse, sign, inverse);
+    else
+        snprintf(buf, len, "%.4g", scale);
+    return buf;
+}
+
+const char *eq_diagnose(const eq_metrics *m, char *buf, size_t len)
+{
+    char ref_part[64], test_part[64];
+    if (nonfinite_differs(m)) {
+        count_nonfinite(m->nan_ref, m->inf_ref, ref_part, sizeof ref_part);
+        count_nonfinite(m->nan_test, m->inf_test, test_part, sizeof test_part);
+        if (m->nan_ref + m->inf_ref == 0)
+            snprintf(buf, len, "%s in test where the reference is finite", test_part);
+        else if (m->nan_test + m->inf_test == 0)
+            snprintf(buf, len, "%s in the reference where test is finite", ref_part);
+        else
+            snprintf(buf, len, "NaN/Inf differ at %" PRId64 " elements (reference %s, test %s)",
+                     m->nonfinite_mismatch, ref_part, test_part);
+        return buf;
+    }
+    if (m->n_differ == 0) {
+        snprintf(buf, len, "bit-exact");
+        return buf;
+    }
+    const char *plural = m->n_differ == 1 ? "element differs" : "elements differ";
+    if (m->max_abs == 0.0) {
+        snprintf(buf, len, "%" PRId64 " %s in bits only (sign of zero or NaN payload), values equal",
+                 m->n_differ, plural);
+        return buf;
+    }
+    if (m->n_finite > 0 && fabs(m->ls_scale - 1.0) > SCALE_OFF_ONE && fabs(m->cosine) > SCALE_MIN_COSINE) {
+        snprintf(buf, len, "uniform scale x%s (ls %.6f, cos %.6f)",
+                 name_factor(m->ls_scale, ref_part, sizeof ref_part), m->ls_scale, m->cosine);
+        return buf;
+    }
+    if (m->n_differ <= FEW_ELEMENTS && m->n_differ * 10 <= m->count) {
+        snprintf(buf, len, "%" PRId64 " %s, %s%.4g ULP at index %" PRId64, m->n_differ, plural,
+                 m->n_differ == 1 ? "" : "max ", m->max_ulp, m->argmax);
+        return buf;
+    }
+    if (m->rel_fro > NOT_ROUNDING_REL)
+        snprintf(buf, len, "not rounding: rel %.1e, cos %.6f, max |d| %.6g at index %" PRId64,
+                 m->rel_fro, m->cosine, m->max_abs, m->argmax);
+    else
+        snprintf(buf, len, "rounding: max %.4g ULP, rel %.1e", m->max_ulp, m->rel_fro);
+    return buf;
+}
+
+/* Every path of `have` must be in `want` with the same dtype and shape. */
+static eq_status check_paths(const eq_capture *have, const char *have_name, const eq_capture *want,
+                             const char *want_name)
+{
+    for (int i = 0; i < have->count; i++) {
+        const eq_capture_entry *a = &have->entries[i];
+        const eq_capture_entry *b = eq_capture_find(want, a->path);
+        if (b == NULL)
+            return EQ_FAIL(EQ_ERR_INPUT, "tensor %s is in the %s but not in the %s", a->path, have_name,
+                           want_name);
+        if (!eq_tensor_same_shape(&a->tensor, &b->tensor)) {
+            char a_shape[96], b_shape[96];
+            eq_tensor_shape_str(&a->tensor, a_shape, sizeof a_shape);
+            eq_tensor_shape_str(&b->tensor, b_shape, sizeof b_shape);
+            return EQ_FAIL(EQ_ERR_INPUT, "tensor %s: %s %s %s vs %s %s %s", a->path, have_name,
+                           eq_dtype_name(a->tensor.dtype), a_shape, want_name, eq_dtype_name(b->tensor.dtype),
+                           b_shape);
+        }
+    }
+    return EQ_OK;
+}
+
+eq_status eq_compare_captures(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
+                              eq_expect expect, eq_comparison *out)
+{
+    eq_status st = EQ_OK;
+    memset(out, 0, sizeof *out);
+    if (tol == NULL) return EQ_FAIL(EQ_ERR_INTERNAL, "eq_compare_captures without a tolerance");
+    EQ_TRY(check_paths(ref, "reference", test, "test run"));
+    EQ_TRY(check_paths(test, "test run", ref, "reference"));
+    out->ref_meta = ref->meta;
+    out->test_meta = test->meta;
+    out->tol = *tol;
+    out->expect = expect;
+    out->results = calloc((size_t)(ref->count > 0 ? ref->count : 1), sizeof *out->results);
+    if (out->results == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %d comparison results", ref->count);
+        goto cleanup;
+    }
+    for (int i = 0; i < ref->count; i++) {
+        const eq_capture_entry *r = &ref->entries[i];
+        const eq_capture_entry *t = eq_capture_find(test, r->path);
+        eq_tensor_result *res = &out->results[i];
+        snprintf(res->path, sizeof res->path, "%s", r->path);
+        snprintf(res->name, sizeof res->name, "%s", r->name);
+        res->layer = r->layer;
+        res->role = r->role;
+        EQ_TRY(eq_compare_tensors(&r->tensor, &t->tensor, tol, &res->m));
+        /* Inputs are identical by construction and parameters are initialised as the full master
+         * tensor then sliced (seed 002 section 1): any difference there is a harness bug. */
+        res->expect = (r->role == EQ_ROLE_INPUT || r->role == EQ_ROLE_PARAM) ? EQ_EXPECT_BIT_EXACT : expect;
+        res->observed = eq_observe(&res->m);
+        res->as_expected = eq_expectation_met(res->expect, res->observed);
+        eq_diagnose(&res->m, res->diagnosis, sizeof res->diagnosis);
+        out->count++;
+        out->n_unexpected += !res->as_expected;
+    }
+cleanup:
+    if (st != EQ_OK) eq_comparison_free(out);
+    return st;
+}
+
+void eq_comparison_free(eq_comparison *c)
+{
+    free(c->results);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,78 @@
+/* Comparison of a run against its reference, tensor by tensor, computed in fp64.
+ *
+ * NaN and Inf are counted first; the numeric metrics are taken over the elements where both
+ * sides are finite. ULPs are measured at the reference value's own scale in the reference's dtype
+ * (ulp(x) = 2^(floor(log2|x|) - p + 1), p = 8 for bf16, 24 for fp32; subnormal spacing below the
+ * smallest normal), so 0.03125 at |ref| in [4, 8) is 1 bf16 ULP, not 4. */
+#ifndef EQUIV_HARNESS_COMPARE_H
+#define EQUIV_HARNESS_COMPARE_H
+
+#include <stdint.h>
+
+#include "harness/capture.h"
+#include "harness/tolerance.h"
+
+#define EQ_N_THRESHOLDS 4
+/* |d| thresholds of the per-layer tables (seed 002 section 2.1). */
+extern const double eq_thresholds[EQ_N_THRESHOLDS]; /* 1e-4, 1e-3, 5e-3, 1e-2 */
+
+typedef struct {
+    int64_t count;                          /* elements */
+    int64_t nan_ref, inf_ref, nan_test, inf_test;
+    int64_t nonfinite_mismatch;             /* elements where exactly one side is NaN/Inf, or both
+                                               are but differ (NaN vs Inf, +Inf vs -Inf) */
+    int64_t n_finite;                       /* pairs where both sides are finite: the population
+                                               of the numeric metrics below */
+    int64_t n_differ;                       /* elements whose bits differ */
+    double max_abs, mean_abs, median_abs;   /* of |test - ref| over finite pairs */
+    int64_t argmax;                         /* flat index of the max |d| (-1 if none) */
+    double frac_above[EQ_N_THRESHOLDS];     /* share of elements with |d| > threshold, 0..1 */
+    double max_ulp;                         /* max |d| / ulp(ref) */
+    double rel_fro;                         /* ||test - ref||_F / ||ref||_F (0 if both 0) */
+    double cosine;                          /* <test,ref> / (||test|| ||ref||) (1 if both 0) */
+    double ls_scale;                        /* <test,ref> / <ref,ref>: uniform factor (1 if ref 0) */
+    double ref_absmax, ref_mean, ref_std;   /* the reference's own scale */
+    int64_t n_outside;                      /* elements failing |d| <= atol + rtol |ref| */
+    double max_tol_ratio;                   /* max |d| / (atol + rtol |ref|); > 1 is outside */
+} eq_metrics;
+
+/* Compares two tensors of the same shape and dtype (EQ_ERR_INPUT otherwise, naming both shapes). */
+eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol,
+                             eq_metrics *out);
+
+/* Observation from metrics. */
+eq_observed eq_observe(const eq_metrics *m);
+
+/* A short human diagnosis that names what the difference looks like, worst first, e.g.
+ * "bit-exact", "2 NaN in test", "uniform scale x8 (ls 8.000000, cos 1.000000)",
+ * "1 element differs, 1 ULP at index 17", "rounding: max 2 ULP, rel 3.1e-03". */
+const char *eq_diagnose(const eq_metrics *m, char *buf, size_t len);
+
+typedef struct {
+    char path[EQ_NAME_MAX]; /* "layers/07/fc2_out" */
+    int layer;
+    char name[EQ_NAME_MAX];
+    eq_role role;
+    eq_metrics m;
+    eq_expect expect;   /* inputs and params are always expected bit_exact */
+    eq_observed observed;
+    int as_expected;
+    char diagnosis[160];
+} eq_tensor_result;
+
+typedef struct {
+    eq_run_meta ref_meta, test_meta;
+    eq_tolerance tol;
+    eq_expect expect;         /* for activations, gradients and losses */
+    eq_tensor_result *results; /* one per tensor, in the reference's capture order */
+    int count;
+    int n_unexpected;         /* results not as expected */
+} eq_comparison;
+
+/* Compares every tensor of `test` against the tensor of the same path in `ref`. Both must hold
+ * the same paths with the same shapes and dtypes (EQ_ERR_INPUT naming the first that differs). */
+eq_status eq_compare_captures(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
+                              eq_expect expect, eq_comparison *out);
+void eq_comparison_free(eq_comparison *c);
+
+#endif

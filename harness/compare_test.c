@@ -1,0 +1,394 @@
+/* Comparison metrics on hand-computed tensors, ULPs at the reference's own scale, planted
+ * differences on realistic tensors (each must be observed and named), and capture matching. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/bf16.h"
+#include "harness/compare.h"
+#include "harness/testing.h"
+
+/* seed 002 section 7 */
+static const eq_tolerance tol_fp32 = {"fp32_1_layer", 1e-3, 1e-3, "seed 002 section 7"};
+static const eq_tolerance tol_bf16 = {"bf16_28_layers", 0.15, 0.0, "seed 002 section 7"};
+static const eq_tolerance tol_zero = {"zero", 0.0, 0.0, "bit-exact"};
+
+#define EXPECT_NEAR(got, want, rel)                                                   \
+    EQ_EXPECT(fabs((got) - (want)) <= (rel) * fabs(want), "%s = %.17g, want %.17g", #got, \
+              (double)(got), (double)(want))
+#define EXPECT_HAS(text, part) EQ_EXPECT(strstr((text), (part)) != NULL, "'%s' lacks '%s'", (text), (part))
+
+static void make_1d(eq_tensor *t, eq_dtype dt, const double *values, int64_t n)
+{
+    EQ_EXPECT_OK(eq_tensor_init(t, dt, 1, &n));
+    for (int64_t i = 0; i < n; i++) eq_tensor_set(t, i, values[i]);
+}
+
+/* rows x cols values of O(1) (sum of four uniforms: mean 0, std ~0.98), from a 64-bit LCG
+ * (Knuth's MMIX constants), rounded once to dt. */
+static void make_values(eq_tensor *t, eq_dtype dt, int64_t rows, int64_t cols, uint64_t seed)
+{
+    EQ_EXPECT_OK(eq_tensor_init_2d(t, dt, rows, cols));
+    uint64_t state = seed;
+    for (int64_t i = 0; i < rows * cols; i++) {
+        double sum = 0.0;
+        for (int k = 0; k < 4; k++) {
+            state = state * 6364136223846793005u + 1442695040888963407u;
+            sum += (double)(state >> 11) * 0x1p-53;
+        }
+        eq_tensor_set(t, i, (sum - 2.0) * 1.7);
+    }
+}
+
+static eq_metrics compare(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol)
+{
+    eq_metrics m;
+    EQ_EXPECT_OK(eq_compare_tensors(ref, test, tol, &m));
+    return m;
+}
+
+static void test_hand_computed(void)
+{
+    /* ref   1   2     -4    0.5  0      8
+     * test  1   2.5   -4.5  0.5  2^-10  8
+     * |d|   0   0.5   0.5   0    2^-10  0     (2^-10 = 0.0009765625, just below 1e-3) */
+    const double r[6] = {1, 2, -4, 0.5, 0, 8}, t[6] = {1, 2.5, -4.5, 0.5, 0x1p-10, 8};
+    eq_tensor ref, test;
+    make_1d(&ref, EQ_FP32, r, 6);
+    make_1d(&test, EQ_FP32, t, 6);
+    eq_metrics m = compare(&ref, &test, &tol_fp32);
+    EQ_EXPECT(m.count == 6 && m.n_finite == 6 && m.n_differ == 3, "count %lld finite %lld differ %lld",
+              (long long)m.count, (long long)m.n_finite, (long long)m.n_differ);
+    EQ_EXPECT(m.max_abs == 0.5 && m.argmax == 1, "max %g at %lld, want 0.5 at 1 (first)", m.max_abs,
+              (long long)m.argmax);
+    EXPECT_NEAR(m.mean_abs, (1.0 + 0x1p-10) / 6.0, 1e-15); /* (0.5 + 0.5 + 2^-10) / 6 */
+    /* sorted |d|: 0 0 0 2^-10 0.5 0.5 -> mean of the middle two = 2^-11 */
+    EQ_EXPECT(m.median_abs == 0x1p-11, "median %.17g, want 2^-11", m.median_abs);
+    /* > 1e-4: 3 of 6; > 1e-3, > 5e-3, > 1e-2: 2 of 6 (2^-10 < 1e-3) */
+    EQ_EXPECT(m.frac_above[0] == 0.5, "frac > 1e-4 = %g", m.frac_above[0]);
+    for (int k = 1; k < EQ_N_THRESHOLDS; k++)
+        EQ_EXPECT(m.frac_above[k] == 2.0 / 6.0, "frac > %g = %g", eq_thresholds[k], m.frac_above[k]);
+    /* ||d||^2 = 0.25 + 0.25 + 2^-20; ||r||^2 = 1 + 4 + 16 + 0.25 + 0 + 64 = 85.25;
+     * ||t||^2 = 1 + 6.25 + 20.25 + 0.25 + 2^-20 + 64 = 91.75 + 2^-20; <t,r> = 1 + 5 + 18 + 0.25 + 64 = 88.25 */
+    EXPECT_NEAR(m.rel_fro, sqrt((0.5 + 0x1p-20) / 85.25), 1e-15);
+    EXPECT_NEAR(m.cosine, 88.25 / sqrt(85.25 * (91.75 + 0x1p-20)), 1e-15);
+    EXPECT_NEAR(m.ls_scale, 88.25 / 85.25, 1e-15);
+    /* ULPs in fp32 (p = 24): at 2 the spacing is 2^-22, so 0.5 is 2^21; at -4, 2^-21 -> 2^20;
+     * at 0 the subnormal spacing 2^-149, so 2^-10 is 2^139 ULP: the max. */
+    EQ_EXPECT(m.max_ulp == 0x1p139, "max ULP %g, want 2^139", m.max_ulp);
+    /* atol = rtol = 1e-3: bounds 3e-3 at 2 (ratio 166.7), 5e-3 at -4 (100), 1e-3 at 0 (0.977) */
+    EQ_EXPECT(m.n_outside == 2, "outside %lld, want 2", (long long)m.n_outside);
+    EXPECT_NEAR(m.max_tol_ratio, 0.5 / 3e-3, 1e-12);
+    /* ref: absmax 8, mean 7.5 / 6 = 1.25, deviations -0.25 0.75 -5.25 -0.75 -1.25 6.75,
+     * squares sum to 75.875, population std sqrt(75.875 / 6) */
+    EQ_EXPECT(m.ref_absmax == 8.0, "ref absmax %g", m.ref_absmax);
+    EXPECT_NEAR(m.ref_mean, 1.25, 1e-15);
+    EXPECT_NEAR(m.ref_std, sqrt(75.875 / 6.0), 1e-15);
+    EQ_EXPECT(eq_observe(&m) == EQ_OBS_OUTSIDE, "observed %s", eq_observed_name(eq_observe(&m)));
+    eq_tensor_free(&ref);
+    eq_tensor_free(&test);
+
+    /* An odd count: |d| = 3 1 2 -> median 2. */
+    const double zeros[3] = {0, 0, 0}, odd[3] = {3, -1, 2};
+    make_1d(&ref, EQ_FP64, zeros, 3);
+    make_1d(&test, EQ_FP64, odd, 3);
+    m = compare(&ref, &test, &tol_zero);
+    EQ_EXPECT(m.median_abs == 2.0, "median %g, want 2", m.median_abs);
+    /* zero tolerance: every nonzero |d| is outside with ratio inf; an all-zero reference gives
+     * ls 1 (no scale to fit), cosine 0 (only one side is zero) and rel_fro inf */
+    EQ_EXPECT(m.n_outside == 3 && isinf(m.max_tol_ratio), "outside %lld ratio %g", (long long)m.n_outside,
+              m.max_tol_ratio);
+    EQ_EXPECT(m.ls_scale == 1.0 && m.cosine == 0.0 && isinf(m.rel_fro), "ls %g cos %g rel %g", m.ls_scale,
+              m.cosine, m.rel_fro);
+    eq_tensor_free(&test);
+    make_1d(&test, EQ_FP64, zeros, 3);
+    m = compare(&ref, &test, &tol_zero);
+    EQ_EXPECT(m.cosine == 1.0 && m.ls_scale == 1.0 && m.rel_fro == 0.0 && m.argmax == -1,
+              "all zero: cos %g ls %g rel %g argmax %lld", m.cosine, m.ls_scale, m.rel_fro, (long long)m.argmax);
+    eq_tensor_free(&ref);
+    eq_tensor_free(&test);
+}
+
+/* Median by quickselect against a full sort, on many values with ties. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_median_large(void)
+{
+    for (int64_t n = 10000; n <= 10001; n++) {
+        eq_tensor ref, test;
+        EQ_EXPECT_OK(eq_tensor_init(&ref, EQ_FP64, 1, &n));
+        EQ_EXPECT_OK(eq_tensor_init(&test, EQ_FP64, 1, &n));
+        double *sorted = malloc((size_t)n * sizeof *sorted);
+        uint64_t state = 99;
+        for (int64_t i = 0; i < n; i++) {
+            state = state * 6364136223846793005u + 1442695040888963407u;
+            double v = (double)(state >> 40 & 1023) / 64.0; /* 1024 distinct values: many ties */
+            ((double *)test.data)[i] = (i % 3 == 0) ? 0.0 : v;
+            sorted[i] = ((double *)test.data)[i];
+        }
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+        double want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        eq_metrics m = compare(&ref, &test, &tol_zero);
+        EQ_EXPECT(m.median_abs == want, "n %lld: median %g, want %g", (long long)n, m.median_abs, want);
+        free(sorted);
+        eq_tensor_free(&ref);
+        eq_tensor_free(&test);
+    }
+}
+
+/* One element pair: |d| in ULPs of the reference's own scale. */
+static double ulps_of(eq_dtype dt, double r, double t)
+{
+    eq_tensor ref, test;
+    make_1d(&ref, dt, &r, 1);
+    make_1d(&test, dt, &t, 1);
+    eq_metrics m = compare(&ref, &test, &tol_zero);
+    eq_tensor_free(&ref);
+    eq_tensor_free(&test);
+    return m.max_ulp;
+}
+
+static void test_ulp_at_scale(void)
+{
+    /* bf16 (p = 8): [4, 8) has spacing 2^(2-7) = 0.03125, so 5 vs 5.03125 is 1 ULP (not 4). */
+    EQ_EXPECT(ulps_of(EQ_BF16, 5.0, 5.03125) == 1.0, "bf16 5 vs 5.03125: %g ULP", ulps_of(EQ_BF16, 5.0, 5.03125));
+    /* [1, 2) has spacing 2^-7 = 0.0078125 */
+    EQ_EXPECT(ulps_of(EQ_BF16, 1.0, 1.0078125) == 1.0, "bf16 1 vs 1.0078125");
+    /* below 1 the next value down is 2^-8 away: half an ULP at the reference's scale */
+    EQ_EXPECT(ulps_of(EQ_BF16, 1.0, 0.99609375) == 0.5, "bf16 1 vs 0.99609375");
+    EQ_EXPECT(ulps_of(EQ_BF16, -3.0, -3.015625) == 1.0, "bf16 -3 vs -3.015625"); /* [2,4): 2^-6 */
+    EQ_EXPECT(ulps_of(EQ_FP32, 1.0, nextafterf(1.0f, 2.0f)) == 1.0, "fp32 1 vs nextafterf");
+    EQ_EXPECT(ulps_of(EQ_FP32, 0.0, 0x1p-149) == 1.0, "fp32 0 vs the smallest subnormal");
+    EQ_EXPECT(ulps_of(EQ_BF16, 0.0, 0x1p-133) == 1.0, "bf16 0 vs the smallest subnormal");
+    EQ_EXPECT(ulps_of(EQ_FP64, 1.0, nextafter(1.0, 2.0)) == 1.0, "fp64 1 vs nextafter");
+    EQ_EXPECT(ulps_of(EQ_FP64, 0.0, 0x1p-1074) == 1.0, "fp64 0 vs the smallest subnormal");
+}
+
+static void test_nonfinite(void)
+{
+    char diag[160];
+    const double r1[4] = {1, NAN, INFINITY, 2};
+    eq_tensor ref, test;
+    make_1d(&ref, EQ_FP32, r1, 4);
+    make_1d(&test, EQ_FP32, r1, 4);
+    eq_metrics m = compare(&ref, &test, &tol_fp32);
+    EQ_EXPECT(m.nan_ref == 1 && m.inf_ref == 1 && m.nan_test == 1 && m.inf_test == 1, "counts");
+    EQ_EXPECT(m.nonfinite_mismatch == 0 && m.n_finite == 2, "same NaN/Inf on both sides is no difference");
+    EQ_EXPECT(eq_observe(&m) == EQ_OBS_BIT_EXACT, "observed %s", eq_observed_name(eq_observe(&m)));
+    eq_tensor_free(&test);
+    /* NaN where the reference has 2, 4.5 where it has 4 -> numeric metrics over the other 3 */
+    const double r2[4] = {1, 2, 3, 4}, t2[4] = {1, NAN, 3, 4.5};
+    eq_tensor_free(&ref);
+    make_1d(&ref, EQ_FP32, r2, 4);
+    make_1d(&test, EQ_FP32, t2, 4);
+    m = compare(&ref, &test, &tol_fp32);
+    EQ_EXPECT(m.nonfinite_mismatch == 1 && m.nan_test == 1 && m.n_finite == 3, "NaN on one side");
+    EQ_EXPECT(m.max_abs == 0.5 && m.mean_abs == 0.5 / 3.0, "max %g mean %g over 3 pairs", m.max_abs, m.mean_abs);
+    EQ_EXPECT(eq_observe(&m) == EQ_OBS_NONFINITE, "observed %s", eq_observed_name(eq_observe(&m)));
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "1 NaN in test where the reference is finite");
+    eq_tensor_free(&ref);
+    eq_tensor_free(&test);
+    /* +Inf vs -Inf: the counts agree but the values do not */
+    const double pinf = INFINITY, minf = -INFINITY;
+    make_1d(&ref, EQ_BF16, &pinf, 1);
+    make_1d(&test, EQ_BF16, &minf, 1);
+    m = compare(&ref, &test, &tol_bf16);
+    EQ_EXPECT(m.nonfinite_mismatch == 1 && eq_observe(&m) == EQ_OBS_NONFINITE, "+Inf vs -Inf");
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "NaN/Inf differ at 1 elements");
+    eq_tensor_free(&ref);
+    eq_tensor_free(&test);
+    /* +0 vs -0: the bits differ, the values do not */
+    const double pzero = 0.0, mzero = -0.0;
+    make_1d(&ref, EQ_FP32, &pzero, 1);
+    make_1d(&test, EQ_FP32, &mzero, 1);
+    m = compare(&ref, &test, &tol_zero);
+    EQ_EXPECT(m.n_differ == 1 && m.max_abs == 0.0 && m.n_outside == 0, "signed zero");
+    EQ_EXPECT(eq_observe(&m) == EQ_OBS_WITHIN, "observed %s", eq_observed_name(eq_observe(&m)));
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "sign of zero");
+    eq_tensor_free(&ref);
+    eq_tensor_free(&test);
+}
+
+/* The next representable value away from zero: one ULP at the value's own scale. */
+static void bump_one_ulp(eq_tensor *t, int64_t i)
+{
+    if (t->dtype == EQ_BF16) ((uint16_t *)t->data)[i]++;
+    else ((float *)t->data)[i] = nextafterf(((float *)t->data)[i], copysignf(INFINITY, ((float *)t->data)[i]));
+}
+
+static void test_planted(eq_dtype dt)
+{
+    const eq_tolerance *tol = dt == EQ_BF16 ? &tol_bf16 : &tol_fp32;
+    const char *dn = eq_dtype_name(dt);
+    char diag[160];
+    eq_tensor ref, test;
+    make_values(&ref, dt, 64, 64, 2024); /* 4096 values */
+    eq_metrics m;
+
+    EQ_EXPECT_OK(eq_tensor_clone(&test, &ref)); /* identical */
+    m = compare(&ref, &test, tol);
+    EQ_EXPECT(eq_observe(&m) == EQ_OBS_BIT_EXACT && m.n_differ == 0 && m.max_abs == 0.0, "%s identical", dn);
+    EQ_EXPECT(strcmp(eq_diagnose(&m, diag, sizeof diag), "bit-exact") == 0, "%s: '%s'", dn, diag);
+    EQ_EXPECT(m.ref_std > 0.8 && m.ref_std < 1.2 && fabs(m.ref_mean) < 0.1, "%s: not O(1) data", dn);
+
+    EQ_EXPECT(eq_tensor_get(&ref, 17) != 0.0, "element 17 is zero");
+    bump_one_ulp(&test, 17); /* one element off by one ULP */
+    m = compare(&ref, &test, tol);
+    EQ_EXPECT(eq_observe(&m) == EQ_OBS_WITHIN, "%s 1 ULP: observed %s", dn, eq_observed_name(eq_observe(&m)));
+    EQ_EXPECT(m.n_differ == 1 && m.max_ulp == 1.0 && m.argmax == 17, "%s 1 ULP: differ %lld, %g ULP at %lld",
+              dn, (long long)m.n_differ, m.max_ulp, (long long)m.argmax);
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "1 element differs, 1 ULP at index 17");
+    EQ_EXPECT(eq_observe(&m) != EQ_OBS_BIT_EXACT, "%s: 1 ULP seen as bit-exact", dn);
+
+    for (int64_t i = 0; i < 4096; i++) eq_tensor_set(&test, i, 8.0 * eq_tensor_get(&ref, i)); /* x8, exact */
+    m = compare(&ref, &test, tol);
+    EQ_EXPECT(eq_observe(&m) == EQ_OBS_OUTSIDE, "%s x8: observed %s", dn, eq_observed_name(eq_observe(&m)));
+    EQ_EXPECT(m.ls_scale == 8.0 && m.cosine > 0.999999, "%s x8: ls %.17g cos %g", dn, m.ls_scale, m.cosine);
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "uniform scale x8 (ls 8.000000, cos 1.000000)");
+
+    for (int64_t i = 0; i < 4096; i++) eq_tensor_set(&test, i, eq_tensor_get(&ref, i) / 16.0); /* AVG for SUM */
+    m = compare(&ref, &test, tol);
+    EQ_EXPECT(eq_observe(&m) == EQ_OBS_OUTSIDE && m.ls_scale == 0.0625, "%s x1/16: ls %g", dn, m.ls_scale);
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "x0.0625 = 1/16");
+
+    eq_tensor_free(&test);
+    EQ_EXPECT_OK(eq_tensor_clone(&test, &ref));
+    eq_tensor_set(&test, 100, NAN); /* one NaN */
+    m = compare(&ref, &test, tol);
+    EQ_EXPECT(eq_observe(&m) == EQ_OBS_NONFINITE && m.nan_test == 1 && m.nan_ref == 0, "%s NaN: observed %s",
+              dn, eq_observed_name(eq_observe(&m)));
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "1 NaN in test");
+
+    /* Rounding noise: each element times (1 + e), |e| <= 2u, rounded once: < 3 ULP, inside the table. */
+    uint64_t state = 7;
+    double u = eq_dtype_unit_roundoff(dt);
+    for (int64_t i = 0; i < 4096; i++) {
+        state = state * 6364136223846793005u + 1442695040888963407u;
+        double e = ((double)(state >> 11) * 0x1p-53 - 0.5) * 4.0 * u;
+        eq_tensor_set(&test, i, eq_tensor_get(&ref, i) * (1.0 + e));
+    }
+    m = compare(&ref, &test, tol);
+    EQ_EXPECT(eq_observe(&m) == EQ_OBS_WITHIN, "%s noise: observed %s", dn, eq_observed_name(eq_observe(&m)));
+    EQ_EXPECT(m.n_differ > 1000 && m.max_ulp >= 1.0 && m.max_ulp < 3.0, "%s noise: %lld differ, max %g ULP", dn,
+              (long long)m.n_differ, m.max_ulp);
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "rounding: max ");
+    eq_tensor_free(&ref);
+    eq_tensor_free(&test);
+}
+
+/* eq_diagnose on metrics set by hand: the factor names and the order of the checks. */
+static void test_diagnose(void)
+{
+    char diag[160];
+    eq_metrics m = {.count = 4096, .n_finite = 4096, .n_differ = 4000, .max_abs = 1.0, .argmax = 5,
+                    .max_ulp = 300, .rel_fro = 7.0, .cosine = 0.99996, .ls_scale = 8.0035};
+    /* bf16 noise on top of a x8 bug: named as 8, with the fitted scale beside it */
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "uniform scale x8 (ls 8.003500, cos 0.999960)");
+    m.ls_scale = 0.1251;
+    m.rel_fro = 0.87; /* 1/8 within 1e-3 */
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "uniform scale x0.125 = 1/8 (ls 0.125100");
+    m.ls_scale = 1.5;
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "uniform scale x1.5 (ls 1.500000");
+    m.ls_scale = -1.0;
+    m.cosine = -1.0; /* a sign flip */
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "uniform scale x-1 (ls -1.000000, cos -1.000000)");
+    m.cosine = 0.5; /* off in scale but not in direction: not a uniform factor */
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "not rounding: rel 8.7e-01, cos 0.500000");
+    m.ls_scale = 1.0001;
+    m.cosine = 0.99999;
+    m.rel_fro = 3.1e-3;
+    m.max_ulp = 2;
+    EQ_EXPECT(strcmp(eq_diagnose(&m, diag, sizeof diag), "rounding: max 2 ULP, rel 3.1e-03") == 0, "'%s'", diag);
+    m.n_differ = 3; /* a handful: named before rounding */
+    EQ_EXPECT(strcmp(eq_diagnose(&m, diag, sizeof diag), "3 elements differ, max 2 ULP at index 5") == 0, "'%s'",
+              diag);
+    m.nan_test = 3;
+    m.inf_test = 1;
+    m.nonfinite_mismatch = 4; /* non-finite comes first */
+    EQ_EXPECT(strcmp(eq_diagnose(&m, diag, sizeof diag), "3 NaN, 1 Inf in test where the reference is finite") == 0,
+              "'%s'", diag);
+}
+
+/* x: input [4, 8] fp32, w: param [8, 8] fp32, out: activation [4, out_cols] in out_dtype. */
+static void make_capture(eq_capture *cap, int64_t out_cols, eq_dtype out_dtype, int with_out)
+{
+    eq_capture_init(cap);
+    snprintf(cap->meta.case_name, sizeof cap->meta.case_name, "row_parallel");
+    eq_tensor t;
+    make_values(&t, EQ_FP32, 4, 8, 1);
+    EQ_EXPECT_OK(eq_capture_add(cap, 0, "x", EQ_ROLE_INPUT, &t));
+    make_values(&t, EQ_FP32, 8, 8, 2);
+    EQ_EXPECT_OK(eq_capture_add(cap, 0, "w", EQ_ROLE_PARAM, &t));
+    if (!with_out) return;
+    EQ_EXPECT_OK(eq_tensor_init_2d(&t, out_dtype, 4, out_cols));
+    for (int64_t i = 0; i < 4 * out_cols; i++) eq_tensor_set(&t, i, 0.25 * (double)(i % 7) - 0.5);
+    EQ_EXPECT_OK(eq_capture_add(cap, 0, "out", EQ_ROLE_ACTIVATION, &t));
+}
+
+static void expect_capture_error(const eq_capture *ref, const eq_capture *test, const char *a, const char *b)
+{
+    eq_comparison c;
+    EQ_EXPECT(eq_compare_captures(ref, test, &tol_fp32, EQ_EXPECT_WITHIN, &c) == EQ_ERR_INPUT,
+              "mismatch not refused (want '%s')", a);
+    EXPECT_HAS(eq_error_message(), a);
+    EXPECT_HAS(eq_error_message(), b);
+    EQ_EXPECT(c.results == NULL && c.count == 0, "comparison not left empty");
+    eq_comparison_free(&c);
+    eq_error_clear();
+}
+
+static void test_captures(void)
+{
+    eq_capture ref, test;
+    make_capture(&ref, 8, EQ_FP32, 1);
+    make_capture(&test, 9, EQ_FP32, 1);
+    expect_capture_error(&ref, &test, "layers/00/out", "fp32 [4, 8] vs test run fp32 [4, 9]");
+    eq_capture_free(&test);
+    make_capture(&test, 8, EQ_BF16, 1);
+    expect_capture_error(&ref, &test, "layers/00/out", "bf16 [4, 8]");
+    eq_capture_free(&test);
+    make_capture(&test, 8, EQ_FP32, 0);
+    expect_capture_error(&ref, &test, "layers/00/out", "not in the test run");
+    expect_capture_error(&test, &ref, "layers/00/out", "in the test run but not in the reference");
+    eq_capture_free(&test);
+
+    /* A parameter one ULP off, the activation within: the parameter is not as expected. */
+    make_capture(&test, 8, EQ_FP32, 1);
+    bump_one_ulp(&test.entries[1].tensor, 3);
+    eq_tensor_set(&test.entries[2].tensor, 5, eq_tensor_get(&test.entries[2].tensor, 5) + 1e-4);
+    eq_comparison c;
+    EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &tol_fp32, EQ_EXPECT_WITHIN, &c));
+    EQ_EXPECT(c.count == 3 && c.n_unexpected == 1, "count %d unexpected %d", c.count, c.n_unexpected);
+    if (c.count == 3) {
+        const eq_tensor_result *x = &c.results[0], *w = &c.results[1], *out = &c.results[2];
+        EQ_EXPECT(strcmp(w->path, "layers/00/w") == 0 && w->role == EQ_ROLE_PARAM, "order: %s", w->path);
+        EQ_EXPECT(x->as_expected && x->observed == EQ_OBS_BIT_EXACT, "input");
+        EQ_EXPECT(w->expect == EQ_EXPECT_BIT_EXACT && w->observed == EQ_OBS_WITHIN && !w->as_expected,
+                  "param: expect %s observed %s", eq_expect_name(w->expect), eq_observed_name(w->observed));
+        EXPECT_HAS(w->diagnosis, "1 element differs, 1 ULP at index 3");
+        EQ_EXPECT(out->expect == EQ_EXPECT_WITHIN && out->observed == EQ_OBS_WITHIN && out->as_expected,
+                  "activation: observed %s", eq_observed_name(out->observed));
+        EQ_EXPECT(strcmp(c.ref_meta.case_name, "row_parallel") == 0 && strcmp(c.tol.name, "fp32_1_layer") == 0,
+                  "meta and tolerance not kept");
+    }
+    eq_comparison_free(&c);
+    eq_capture_free(&test);
+    eq_capture_free(&ref);
+}
+
+int main(void)
+{
+    test_hand_computed();
+    test_median_large();
+    test_ulp_at_scale();
+    test_nonfinite();
+    test_diagnose();
+    test_planted(EQ_BF16);
+    test_planted(EQ_FP32);
+    test_captures();
+    return eq_test_finish("compare_test");
+}

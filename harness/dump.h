@@ -1,0 +1,33 @@
+/* HDF5 dumps: one file per run.
+ *
+ *   /                     root attributes: case, model, size, dtype, dp, tp, transport, algorithm,
+ *                         backend, seed, version (strings, except dp, tp: int, seed: uint64)
+ *   /bfloat16             named datatype: 16-bit float, sign bit 15, exponent 7..14 (bias 127),
+ *                         mantissa 0..6, so h5dump, h5diff and h5py read bf16 data as floats
+ *   /layers/NN/<name>     one dataset per captured tensor, full shape, in the run's dtype;
+ *                         attribute "role" (input, param, activation, grad, loss)
+ *
+ * bf16 data is written as raw bits with the named type as the memory type: HDF5 never converts
+ * (its float conversion rounds ties up and clamps overflow). Files are written under a temporary
+ * name and renamed when complete. */
+#ifndef EQUIV_HARNESS_DUMP_H
+#define EQUIV_HARNESS_DUMP_H
+
+#include <stddef.h>
+
+#include "harness/capture.h"
+
+/* Writes cap (meta and every entry) to path, atomically. */
+eq_status eq_dump_write(const char *path, const eq_capture *cap);
+
+/* Reads a dump written by eq_dump_write into out (initialised here). A missing file, a file that is
+ * not HDF5, or one lacking the attributes and layout above is EQ_ERR_INPUT with the path named. */
+eq_status eq_dump_read(const char *path, eq_capture *out);
+
+/* A buffer of this size always holds eq_dump_filename's result (names are < EQ_NAME_MAX). */
+#define EQ_DUMP_FILENAME_MAX 128
+
+/* "<case>-<dtype>-dp<D>-tp<T>.h5" for meta. */
+const char *eq_dump_filename(const eq_run_meta *meta, char *buf, size_t len);
+
+#endif

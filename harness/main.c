@@ -1,0 +1,31 @@
+/* equiv: the command line. Only this file picks exit codes: 0 as expected, 1 a comparison not as
+ * expected, 2 a usage or input error (one line on standard error). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "equiv_config.h"
+#include "harness/cli.h"
+#include "harness/commands.h"
+#include "models/backend.h"
+
+int main(int argc, char **argv)
+{
+    eq_cpu_prefer_avx512_openblas(argv); /* models/backend.h says why */
+    eq_cli cli;
+    int n_unexpected = 0;
+    eq_status st = eq_cli_parse(argc, argv, &cli);
+    if (st == EQ_OK) {
+        switch (cli.command) {
+        case EQ_CMD_HELP: eq_cli_print_help(); break;
+        case EQ_CMD_VERSION: printf("equiv %s\n", EQUIV_VERSION); break;
+        case EQ_CMD_LIST: st = eq_cmd_list(&cli); break;
+        case EQ_CMD_RUN: st = eq_cmd_run(&cli, &n_unexpected); break;
+        case EQ_CMD_COMPARE: st = eq_cmd_compare(&cli, &n_unexpected); break;
+        }
+    }
+    if (st != EQ_OK) {
+        fprintf(stderr, "equiv: error: %s [%s]\n", eq_error_message(), eq_error_where());
+        return eq_status_exit_code(st);
+    }
+    return n_unexpected > 0 ? 1 : 0;
+}

@@ -1,0 +1,78 @@
+#include "harness/rng.h"
+
+#include <math.h>
+
+#define EQ_PI 3.14159265358979323846
+
+/* Constants from the Random123 reference implementation (philox.h). */
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u /* golden ratio */
+#define PHILOX_W1 0xBB67AE85u /* sqrt(3) - 1 */
+
+static void mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
+{
+    uint64_t product = (uint64_t)a * b;
+    *hi = (uint32_t)(product >> 32);
+    *lo = (uint32_t)product;
+}
+
+void eq_philox4x32_10(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4])
+{
+    uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3];
+    uint32_t k0 = key[0], k1 = key[1];
+    for (int round = 0; round < 10; round++) {
+        uint32_t hi0, lo0, hi1, lo1;
+        mulhilo(PHILOX_M0, c0, &hi0, &lo0);
+        mulhilo(PHILOX_M1, c2, &hi1, &lo1);
+        uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+        c0 = n0, c1 = n1, c2 = n2, c3 = n3;
+        k0 += PHILOX_W0;
+        k1 += PHILOX_W1;
+    }
+    out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+uint32_t eq_rng_stream(const char *name)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 16777619u;
+    return h;
+}
+
+static void block(uint64_t seed, uint32_t stream, uint64_t index, uint32_t out[4])
+{
+    const uint32_t counter[4] = {(uint32_t)index, (uint32_t)(index >> 32), stream, 0};
+    const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    eq_philox4x32_10(counter, key, out);
+}
+
+/* Two 32-bit words to a double in (0, 1): 53 random bits, offset by half a step so 0 never comes. */
+static double to_unit(uint32_t hi, uint32_t lo)
+{
+    uint64_t bits = ((uint64_t)hi << 21) ^ (uint64_t)lo; /* 53 bits */
+    bits &= (1ull << 53) - 1;
+    return ((double)bits + 0.5) * 0x1p-53;
+}
+
+double eq_rng_uniform(uint64_t seed, uint32_t stream, uint64_t index)
+{
+    uint32_t r[4];
+    block(seed, stream, index, r);
+    return to_unit(r[0], r[1]);
+}
+
+double eq_rng_normal(uint64_t seed, uint32_t stream, uint64_t index)
+{
+    uint32_t r[4];
+    block(seed, stream, index, r);
+    double u1 = to_unit(r[0], r[1]), u2 = to_unit(r[2], r[3]);
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * EQ_PI * u2);
+}
+
+void eq_rng_fill_normal(eq_tensor *t, uint64_t seed, const char *name, double std)
+{
+    uint32_t stream = eq_rng_stream(name);
+    int64_t n = eq_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) eq_tensor_set(t, i, std * eq_rng_normal(seed, stream, (uint64_t)i));
+}

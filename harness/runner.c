@@ -1,0 +1,53 @@
+#include "harness/runner.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "equiv_config.h"
+#include "reductions/collectives.h"
+
+eq_status eq_run_spec_init(eq_run_spec *spec, const eq_case *kase, const char *size_name)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->kase = kase;
+    eq_status st = eq_case_find_size(kase, size_name, &spec->size);
+    if (st != EQ_OK) return st;
+    st = eq_model_find(kase->model, &spec->model);
+    if (st != EQ_OK) return st;
+    spec->step.size = spec->size;
+    spec->step.dtype = kase->dtypes[0];
+    spec->step.layout = (eq_layout){1, 1};
+    spec->step.algo = EQ_ALGO_RING;
+    spec->step.seed = 1234;
+    spec->step.backend = &eq_backend_cpu;
+    spec->step.transport = &eq_transport_sim;
+    return EQ_OK;
+}
+
+eq_status eq_run_check(const eq_run_spec *spec) { return spec->model->check(&spec->step); }
+
+static void fill_meta(const eq_run_spec *spec, eq_run_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->case_name, sizeof m->case_name, "%s", spec->kase->name);
+    snprintf(m->model, sizeof m->model, "%s", spec->model->name);
+    snprintf(m->size, sizeof m->size, "%s", spec->size->name);
+    m->dtype = spec->step.dtype;
+    m->dp = spec->step.layout.dp;
+    m->tp = spec->step.layout.tp;
+    snprintf(m->transport, sizeof m->transport, "%s", spec->step.transport->name);
+    snprintf(m->algorithm, sizeof m->algorithm, "%s", eq_algo_name(spec->step.algo));
+    snprintf(m->backend, sizeof m->backend, "%s", spec->step.backend->name);
+    m->seed = spec->step.seed;
+    snprintf(m->version, sizeof m->version, "%s", EQUIV_VERSION);
+}
+
+eq_status eq_run(const eq_run_spec *spec, eq_capture *out)
+{
+    eq_capture_init(out);
+    fill_meta(spec, &out->meta);
+    eq_status st = spec->model->check(&spec->step);
+    if (st == EQ_OK) st = spec->model->run(&spec->step, out);
+    if (st != EQ_OK) eq_capture_free(out);
+    return st;
+}

@@ -1,0 +1,26 @@
+/* Running one case under one layout: the step, its identity, its capture. */
+#ifndef EQUIV_HARNESS_RUNNER_H
+#define EQUIV_HARNESS_RUNNER_H
+
+#include "harness/capture.h"
+#include "harness/case_file.h"
+#include "models/model.h"
+
+typedef struct {
+    const eq_case *kase;
+    const eq_case_size *size;
+    const eq_model *model;
+    eq_step step; /* dtype, layout, algorithm, seed, backend, transport */
+} eq_run_spec;
+
+/* Builds a spec for kase at size `size_name`; EQ_ERR_USAGE/EQ_ERR_INPUT for an unknown size or
+ * model. The step's dtype and layout are set by the caller before eq_run_check/eq_run. */
+eq_status eq_run_spec_init(eq_run_spec *spec, const eq_case *kase, const char *size_name);
+
+/* Checks that the layout divides the sizes, before anything runs. */
+eq_status eq_run_check(const eq_run_spec *spec);
+
+/* Runs the step and fills out (initialised here) with its meta and tensors. */
+eq_status eq_run(const eq_run_spec *spec, eq_capture *out);
+
+#endif

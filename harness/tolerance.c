@@ -1,0 +1,262 @@
+/* Tolerance tables (golden/tolerances.ini) read with inih, and the expectation logic.
+ *
+ * inih reports only the line of the first error it meets, so the file is fed to it through a
+ * reader that counts lines: the handler then knows the line it is on, and every complaint names
+ * FILE:LINE. The reader also sees section headings, which inih does not pass on, so a heading
+ * with no keys under it is caught as well. */
+#include "harness/tolerance.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Keys every entry must hold, as bits of tol_entry_state.keys_seen. */
+enum { KEY_ATOL = 1, KEY_RTOL = 2, KEY_SOURCE = 4, KEY_ALL = 7 };
+
+typedef struct {
+    int header_line; /* line of the [name] heading */
+    int keys_seen;   /* KEY_* bits */
+} tol_entry_state;
+
+typedef struct {
+    FILE *file;
+    int line;                 /* line the reader handed to inih last (1-based) */
+    int last_header_line;     /* most recent "[...]" line, 0 before any */
+    char last_header[EQ_TOL_NAME_MAX + 8]; /* its text, "[name]" */
+    int keys_since_header;    /* name = value lines handled since that heading */
+    int header_of_current;    /* heading line of the entry being filled, 0 if none */
+    int current;              /* its index in table, -1 if the heading was rejected */
+    eq_tolerance_table *table;
+    tol_entry_state state[EQ_TOL_MAX_ENTRIES];
+    int error_line;           /* first complaint: its line (0 if none) and text */
+    char error[256];
+} tol_parse;
+
+static void note_error(tol_parse *p, int line, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Keeps the earliest complaint: inih reports the earliest error line too. */
+static void note_error(tol_parse *p, int line, const char *fmt, ...)
+{
+    if (p->error_line != 0 && p->error_line <= line) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->error, sizeof p->error, fmt, ap);
+    va_end(ap);
+    p->error_line = line;
+}
+
+/* fgets with a line count; also notes headings, and headings left without keys. */
+static char *counting_reader(char *str, int num, void *stream)
+{
+    tol_parse *p = stream;
+    char *got = fgets(str, num, p->file);
+    int empty_section = p->last_header_line != 0 && p->keys_since_header == 0;
+    if (got == NULL) {
+        if (empty_section)
+            note_error(p, p->last_header_line, "%s has no atol, rtol or source", p->last_header);
+        return NULL;
+    }
+    p->line++;
+    size_t len = strlen(got);
+    if (len + 1 == (size_t)num && got[len - 1] != '\n' && !feof(p->file))
+        note_error(p, p->line, "line longer than %d characters", num - 3);
+    const char *text = got;
+    if (p->line == 1 && strncmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3; /* UTF-8 BOM */
+    while (*text == ' ' || *text == '\t') text++;
+    if (*text == '[') {
+        if (empty_section)
+            note_error(p, p->last_header_line, "%s has no atol, rtol or source", p->last_header);
+        p->last_header_line = p->line;
+        p->keys_since_header = 0;
+        size_t heading_len = strcspn(text, "]\r\n");
+        snprintf(p->last_header, sizeof p->last_header, "%.*s]", (int)heading_len, text);
+    }
+    return got;
+}
+
+/* Parses a whole value as a finite number >= 0. */
+static int parse_nonnegative(const char *value, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (end == value || *end != '\0' || errno == ERANGE || !isfinite(v) || v < 0.0) return 0;
+    *out = v;
+    return 1;
+}
+
+/* Opens the entry for `section` when the first key under a new heading arrives. */
+static eq_tolerance *entry_for(tol_parse *p, const char *section)
+{
+    eq_tolerance_table *t = p->table;
+    if (p->header_of_current == p->last_header_line) return p->current < 0 ? NULL : &t->entries[p->current];
+    p->header_of_current = p->last_header_line;
+    p->current = -1;
+    for (int i = 0; i < t->count; i++) {
+        if (strcmp(t->entries[i].name, section) == 0) {
+            note_error(p, p->line, "section [%s] appears twice (first at line %d)", section,
+                       p->state[i].header_line);
+            return NULL;
+        }
+    }
+    if (t->count == EQ_TOL_MAX_ENTRIES) {
+        note_error(p, p->line, "more than %d entries", EQ_TOL_MAX_ENTRIES);
+        return NULL;
+    }
+    if (section[0] == '\0' || strlen(section) >= EQ_TOL_NAME_MAX) {
+        note_error(p, p->line, "section name '%s' is empty or longer than %d characters", section,
+                   EQ_TOL_NAME_MAX - 1);
+        return NULL;
+    }
+    eq_tolerance *e = &t->entries[t->count];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", section);
+    p->state[t->count].header_line = p->last_header_line;
+    p->state[t->count].keys_seen = 0;
+    p->current = t->count++;
+    return e;
+}
+
+/* inih handler: one call per name = value line. Returns 0 to make inih report the line. */
+static int handle_key(void *user, const char *section, const char *name, const char *value)
+{
+    tol_parse *p = user;
+    p->keys_since_header++;
+    if (p->last_header_line == 0) {
+        note_error(p, p->line, "'%s' is outside any [section]", name);
+        return 0;
+    }
+    eq_tolerance *e = entry_for(p, section);
+    if (e == NULL) return 0;
+    tol_entry_state *s = &p->state[e - p->table->entries];
+    int key = strcmp(name, "atol") == 0     ? KEY_ATOL
+              : strcmp(name, "rtol") == 0   ? KEY_RTOL
+              : strcmp(name, "source") == 0 ? KEY_SOURCE
+                                            : 0;
+    if (key == 0) {
+        note_error(p, p->line, "unknown key '%s' in [%s] (known: atol, rtol, source)", name, section);
+        return 0;
+    }
+    if (s->keys_seen & key) { /* also what an indented continuation line looks like to inih */
+        note_error(p, p->line, "'%s' given twice in [%s] (or continued by an indented line)",
+                   name, section);
+        return 0;
+    }
+    s->keys_seen |= key;
+    if (key == KEY_SOURCE) {
+        if (value[0] == '\0' || strlen(value) >= EQ_TOL_SOURCE_MAX) {
+            note_error(p, p->line, "source in [%s] is empty or longer than %d characters", section,
+                       EQ_TOL_SOURCE_MAX - 1);
+            return 0;
+        }
+        snprintf(e->source, sizeof e->source, "%s", value);
+        return 1;
+    }
+    double number;
+    if (!parse_nonnegative(value, &number)) {
+        note_error(p, p->line, "%s = '%s' in [%s] is not a finite number >= 0", name, value, section);
+        return 0;
+    }
+    if (key == KEY_ATOL) e->atol = number;
+    else e->rtol = number;
+    return 1;
+}
+
+eq_status eq_tolerance_load(const char *path, eq_tolerance_table *out)
+{
+    eq_status st = EQ_OK;
+    memset(out, 0, sizeof *out);
+    tol_parse *p = calloc(1, sizeof *p);
+    if (p == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate the tolerance parser");
+    p->table = out;
+    p->file = fopen(path, "r");
+    if (p->file == NULL) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "tolerance file %s: cannot open: %s", path, strerror(errno));
+        goto cleanup;
+    }
+    int bad_line = ini_parse_stream(counting_reader, p, handle_key, p);
+    if (ferror(p->file)) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "tolerance file %s: read error", path);
+        goto cleanup;
+    }
+    if (bad_line < 0) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "tolerance file %s: inih could not allocate", path);
+        goto cleanup;
+    }
+    /* inih's own complaints (a line that is neither [section] nor name = value) carry no text. */
+    if (bad_line > 0 && (p->error_line == 0 || bad_line < p->error_line)) {
+        note_error(p, bad_line, "syntax error: expected [section], name = value, or a comment");
+    }
+    for (int i = 0; i < out->count && p->error_line == 0; i++) {
+        int missing = KEY_ALL & ~p->state[i].keys_seen;
+        if (missing == 0) continue;
+        note_error(p, p->state[i].header_line, "[%s] has no %s", out->entries[i].name,
+                   (missing & KEY_ATOL) ? "atol" : (missing & KEY_RTOL) ? "rtol" : "source");
+    }
+    if (p->error_line != 0) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "tolerance file %s:%d: %s", path, p->error_line, p->error);
+        goto cleanup;
+    }
+    if (out->count == 0) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "tolerance file %s: no entries", path);
+        goto cleanup;
+    }
+cleanup:
+    if (p->file != NULL) fclose(p->file);
+    free(p);
+    if (st != EQ_OK) memset(out, 0, sizeof *out);
+    return st;
+}
+
+const eq_tolerance *eq_tolerance_find(const eq_tolerance_table *table, const char *name)
+{
+    for (int i = 0; i < table->count; i++)
+        if (strcmp(table->entries[i].name, name) == 0) return &table->entries[i];
+    return NULL;
+}
+
+static const char *const expect_names[EQ_EXPECT_COUNT] = {"bit_exact", "within", "differs", "must_fail"};
+
+const char *eq_expect_name(eq_expect e) { return (unsigned)e < EQ_EXPECT_COUNT ? expect_names[e] : "?"; }
+
+eq_status eq_expect_parse(const char *name, eq_expect *out)
+{
+    for (int e = 0; e < EQ_EXPECT_COUNT; e++) {
+        if (strcmp(name, expect_names[e]) == 0) {
+            *out = (eq_expect)e;
+            return EQ_OK;
+        }
+    }
+    return EQ_FAIL(EQ_ERR_INPUT, "unknown expectation '%s' (known: bit_exact, within, differs, must_fail)",
+                   name);
+}
+
+const char *eq_observed_name(eq_observed o)
+{
+    switch (o) {
+    case EQ_OBS_BIT_EXACT: return "bit-exact";
+    case EQ_OBS_WITHIN: return "within";
+    case EQ_OBS_OUTSIDE: return "OUTSIDE";
+    case EQ_OBS_NONFINITE: return "NON-FINITE";
+    }
+    return "?";
+}
+
+int eq_expectation_met(eq_expect e, eq_observed o)
+{
+    switch (e) {
+    case EQ_EXPECT_BIT_EXACT: return o == EQ_OBS_BIT_EXACT;
+    case EQ_EXPECT_WITHIN: return o == EQ_OBS_BIT_EXACT || o == EQ_OBS_WITHIN;
+    case EQ_EXPECT_DIFFERS: return o == EQ_OBS_WITHIN || o == EQ_OBS_OUTSIDE;
+    case EQ_EXPECT_MUST_FAIL: return o == EQ_OBS_OUTSIDE || o == EQ_OBS_NONFINITE;
+    }
+    return 0;
+}

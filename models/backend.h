@@ -1,0 +1,43 @@
+/* Where compute runs. Every backend offers the same ops with the same rounding contract, so a
+ * difference between layouts is due to the layout, and a difference between backends is named.
+ *
+ * GEMM contract (cuBLAS's CUBLAS_COMPUTE_32F semantic): C = A * B^T with
+ *   fp32: fp32 inputs, fp32 accumulation, fp32 output;
+ *   bf16: bf16 inputs widened exactly to fp32, fp32 accumulation, output rounded once to bf16;
+ *   fp64: fp64 throughout (the truth runs). */
+#ifndef EQUIV_MODELS_BACKEND_H
+#define EQUIV_MODELS_BACKEND_H
+
+#include <stdint.h>
+
+#include "harness/status.h"
+#include "harness/tensor.h"
+
+typedef struct {
+    const char *name;
+    /* C[M,N] (row stride ldc) = A[M,K] (row stride lda) * B[N,K]^T (row stride ldb), in dtype dt.
+     * C is overwritten. */
+    eq_status (*gemm_nt)(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                         const void *B, int64_t ldb, void *C, int64_t ldc);
+    /* One line on what runs underneath ("OpenBLAS 0.3.21 SKYLAKEX, 2 threads"). */
+    const char *(*describe)(char *buf, size_t len);
+} eq_backend;
+
+extern const eq_backend eq_backend_cpu;
+
+/* "cpu" (and "cuda" where built) -> backend; EQ_ERR_USAGE otherwise. */
+eq_status eq_backend_find(const char *name, const eq_backend **out);
+
+/* OpenBLAS picks its kernels when it is loaded, from OPENBLAS_CORETYPE. Debian's 0.3.21 does
+ * not recognise AVX-512 on newer AMD CPUs and picks its AVX2 (Haswell) kernels, which are slower
+ * and, as the column_parallel case shows, not invariant to how the output is split: a GEMM over
+ * a slice of N or M may round differently from the full GEMM. The SKYLAKEX kernels are invariant
+ * (checked by models/parallel_linear_test). So where the CPU has AVX-512 (F, BW, VL, DQ), this
+ * sets OPENBLAS_CORETYPE=SKYLAKEX, also over a value inherited from the environment, and
+ * re-executes the program with the same argv. EQUIV_OPENBLAS_CORETYPE=NAME picks another core on
+ * purpose (e.g. Haswell, to see its kernels break column-parallel bit-exactness). Returns,
+ * changing nothing, when the wanted core is already set or there is nothing to choose. Never
+ * picks AVX-512 on a CPU without it. */
+void eq_cpu_prefer_avx512_openblas(char **argv);
+
+#endif

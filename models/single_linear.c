@@ -1,0 +1,100 @@
+/* The two one-layer cases of seed 002 section 2.1: one column-parallel and one row-parallel linear.
+ *
+ *   input  [S, B, K]  ~ N(0, 1)              (seed 002: [4096, 2, 4096])
+ *   weight [N, K]     ~ N(0, 1/K)            (seed 002: [1024, 4096]; std 1/sqrt(K) keeps the
+ *                                             output at std ~1, as the seed's 0.99)
+ *   out    [S, B, N]  = input * weight^T
+ *
+ * Sizes read from the case: seq (S), batch (B), in_features (K), out_features (N). */
+#include <math.h>
+#include <string.h>
+
+#include "harness/rng.h"
+#include "models/models.h"
+#include "models/parallel_linear.h"
+
+typedef struct {
+    int64_t seq, batch, in_features, out_features;
+} linear_sizes;
+
+typedef enum { SPLIT_OUTPUT, SPLIT_INPUT } linear_split;
+
+static eq_status read_sizes(const eq_step *step, linear_split split, linear_sizes *z)
+{
+    eq_status st = EQ_OK;
+    EQ_TRY(eq_size_get(step->size, "seq", &z->seq));
+    EQ_TRY(eq_size_get(step->size, "batch", &z->batch));
+    EQ_TRY(eq_size_get(step->size, "in_features", &z->in_features));
+    EQ_TRY(eq_size_get(step->size, "out_features", &z->out_features));
+    EQ_TRY(eq_check_divides("batch", z->batch, "dp", step->layout.dp));
+    if (split == SPLIT_OUTPUT) EQ_TRY(eq_check_divides("out_features", z->out_features, "tp", step->layout.tp));
+    if (split == SPLIT_INPUT) EQ_TRY(eq_check_divides("in_features", z->in_features, "tp", step->layout.tp));
+cleanup:
+    return st;
+}
+
+static eq_status run_linear(const eq_step *step, eq_capture *cap, linear_split split)
+{
+    eq_status st = EQ_OK;
+    linear_sizes z;
+    eq_tensor input = {0}, weight = {0}, out = {0}, local_in = {0}, local_out = {0};
+    EQ_TRY(read_sizes(step, split, &z));
+    const int64_t in_shape[3] = {z.seq, z.batch, z.in_features};
+    const int64_t out_shape[3] = {z.seq, z.batch, z.out_features};
+    EQ_TRY(eq_tensor_init(&input, step->dtype, 3, in_shape));
+    EQ_TRY(eq_tensor_init_2d(&weight, step->dtype, z.out_features, z.in_features));
+    EQ_TRY(eq_tensor_init(&out, step->dtype, 3, out_shape));
+    eq_rng_fill_normal(&input, step->seed, "layers/00/input", 1.0);
+    eq_rng_fill_normal(&weight, step->seed, "layers/00/weight", 1.0 / sqrt((double)z.in_features));
+
+    for (int d = 0; d < step->layout.dp; d++) {
+        EQ_TRY(eq_batch_shard_gather(&input, step->layout.dp, d, &local_in));
+        const int64_t local_shape[3] = {z.seq, z.batch / step->layout.dp, z.out_features};
+        EQ_TRY(eq_tensor_init(&local_out, step->dtype, 3, local_shape));
+        if (split == SPLIT_OUTPUT) EQ_TRY(eq_column_parallel_forward(step, &local_out, &local_in, &weight));
+        else EQ_TRY(eq_row_parallel_forward(step, &local_out, &local_in, &weight));
+        eq_batch_shard_scatter(&local_out, step->layout.dp, d, &out);
+        eq_tensor_free(&local_in);
+        eq_tensor_free(&local_out);
+    }
+    EQ_TRY(eq_capture_add(cap, 0, "input", EQ_ROLE_INPUT, &input));
+    EQ_TRY(eq_capture_add(cap, 0, "weight", EQ_ROLE_PARAM, &weight));
+    EQ_TRY(eq_capture_add(cap, 0, "out", EQ_ROLE_ACTIVATION, &out));
+cleanup:
+    eq_tensor_free(&input);
+    eq_tensor_free(&weight);
+    eq_tensor_free(&out);
+    eq_tensor_free(&local_in);
+    eq_tensor_free(&local_out);
+    return st;
+}
+
+static eq_status column_check(const eq_step *step)
+{
+    linear_sizes z;
+    return read_sizes(step, SPLIT_OUTPUT, &z);
+}
+
+static eq_status row_check(const eq_step *step)
+{
+    linear_sizes z;
+    return read_sizes(step, SPLIT_INPUT, &z);
+}
+
+static eq_status column_run(const eq_step *step, eq_capture *cap) { return run_linear(step, cap, SPLIT_OUTPUT); }
+
+static eq_status row_run(const eq_step *step, eq_capture *cap) { return run_linear(step, cap, SPLIT_INPUT); }
+
+const eq_model eq_model_column_parallel = {
+    .name = "column_parallel",
+    .summary = "one column-parallel linear (output features split over tp, no collective)",
+    .check = column_check,
+    .run = column_run,
+};
+
+const eq_model eq_model_row_parallel = {
+    .name = "row_parallel",
+    .summary = "one row-parallel linear (reduction split over tp, then all-reduce SUM)",
+    .check = row_check,
+    .run = row_run,
+};

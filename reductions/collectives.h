@@ -1,0 +1,89 @@
+/* Collectives behind one interface.
+ *
+ * A group is the set of ranks taking part in one collective (the tp ranks of one dp replica, or
+ * the dp ranks holding one tp shard). A transport is how those ranks exist: `sim` keeps every
+ * member in this process and emulates the collective exactly as the chosen algorithm orders and
+ * rounds it; `mpi` and `nccl` (GPU path) have one member per process. A collective therefore takes
+ * one buffer per member that lives in this process: g->n_local of them (sim: all g->size).
+ *
+ * Wire dtypes: fp32, bf16 (uint16_t storage, rounded to bf16 after every add, as NCCL's bf16 sum
+ * does on sm80+), fp64 (the truth runs). */
+#ifndef EQUIV_REDUCTIONS_COLLECTIVES_H
+#define EQUIV_REDUCTIONS_COLLECTIVES_H
+
+#include <stddef.h>
+
+#include "harness/status.h"
+#include "harness/tensor.h"
+
+typedef enum {
+    EQ_ALGO_RING = 0,    /* NCCL ring: chunk c folds from ring index c+1 round to c */
+    EQ_ALGO_TREE = 1,    /* binary tree reduce to rank 0, then broadcast */
+    EQ_ALGO_FP32ACC = 2, /* accumulate in fp32 (rank order), round to the wire dtype once: NVLS */
+    EQ_ALGO_SEQ = 3,     /* rank 0, 1, ..., n-1, rounding after every add */
+} eq_algo;
+#define EQ_ALGO_COUNT 4
+const char *eq_algo_name(eq_algo a);
+eq_status eq_algo_parse(const char *name, eq_algo *out); /* EQ_ERR_USAGE if unknown */
+
+typedef enum { EQ_REDOP_SUM = 0, EQ_REDOP_AVG = 1 } eq_redop;
+const char *eq_redop_name(eq_redop op);
+
+typedef struct eq_group eq_group;
+
+/* One implementation of every collective. Counts are in elements. Buffers may not alias across
+ * members; in-place all_reduce/broadcast work on bufs[] directly. */
+typedef struct {
+    const char *name;
+    /* bufs[i] (count elements) becomes the reduction over all members, identical on every member. */
+    eq_status (*all_reduce)(const eq_group *g, void *const bufs[], size_t count, eq_dtype dt, eq_redop op);
+    /* in[i] holds size*count_per_member elements; out[i] (count_per_member) gets chunk i of the
+     * reduction, where i is the member's rank in the group. */
+    eq_status (*reduce_scatter)(const eq_group *g, const void *const in[], void *const out[],
+                                size_t count_per_member, eq_dtype dt, eq_redop op);
+    /* in[i] (count_per_member) is placed at chunk i of every out[j] (size*count_per_member). */
+    eq_status (*all_gather)(const eq_group *g, const void *const in[], void *const out[],
+                            size_t count_per_member, eq_dtype dt);
+    /* bufs of every member become a copy of the root member's. */
+    eq_status (*broadcast)(const eq_group *g, void *const bufs[], size_t count, eq_dtype dt, int root);
+} eq_transport;
+
+struct eq_group {
+    const eq_transport *transport;
+    eq_algo algo;    /* the order and rounding the reduction follows */
+    int size;        /* members in the group */
+    int first_local; /* group rank of bufs[0]; sim: 0 */
+    int n_local;     /* members living in this process; sim: size */
+};
+
+/* The simulated transport: every member in this process, algorithm-exact. */
+extern const eq_transport eq_transport_sim;
+
+/* A sim group of `size` members reducing with `algo`. */
+eq_group eq_group_sim(int size, eq_algo algo);
+
+static inline eq_status eq_all_reduce(const eq_group *g, void *const bufs[], size_t count, eq_dtype dt,
+                                      eq_redop op)
+{
+    return g->transport->all_reduce(g, bufs, count, dt, op);
+}
+
+static inline eq_status eq_reduce_scatter(const eq_group *g, const void *const in[], void *const out[],
+                                          size_t count_per_member, eq_dtype dt, eq_redop op)
+{
+    return g->transport->reduce_scatter(g, in, out, count_per_member, dt, op);
+}
+
+static inline eq_status eq_all_gather(const eq_group *g, const void *const in[], void *const out[],
+                                      size_t count_per_member, eq_dtype dt)
+{
+    return g->transport->all_gather(g, in, out, count_per_member, dt);
+}
+
+static inline eq_status eq_broadcast(const eq_group *g, void *const bufs[], size_t count, eq_dtype dt,
+                                     int root)
+{
+    return g->transport->broadcast(g, bufs, count, dt, root);
+}
+
+#endif

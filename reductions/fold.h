@@ -1,0 +1,42 @@
+/* The element-wise reduction every simulated collective is built on: n members' buffers folded in
+ * the exact order and rounding of one algorithm (reductions/collectives.h: eq_algo).
+ *
+ * Ring chunks. [0, count) is split into n contiguous chunks of near-equal length: the first
+ * count % n chunks hold count / n + 1 elements, the rest count / n (chunks past `count` are empty
+ * when count < n). With count = n * k every chunk is exactly k elements, so chunk i is what member
+ * i receives from a reduce_scatter. Only ring reads the chunk of an element; the other algorithms
+ * fold every element the same way. (NCCL's runRing walks a buffer in loops of nranks * chunkCount
+ * elements per channel, so in a buffer larger than one loop the chunk of an element cycles; the
+ * split here is that of a buffer within one loop of one channel.)
+ *
+ * The rules of each algorithm are in fold.c, fold_block(). */
+#ifndef EQUIV_REDUCTIONS_FOLD_H
+#define EQUIV_REDUCTIONS_FOLD_H
+
+#include <stddef.h>
+
+#include "harness/status.h"
+#include "harness/tensor.h"
+#include "reductions/collectives.h"
+
+/* Chunk `chunk` (0 <= chunk < n) of the split above: its first element and its length. */
+void eq_fold_chunk_bounds(size_t count, int n, int chunk, size_t *begin, size_t *len);
+
+/* out[i] = the reduction over members k = 0..n-1 of in[k][i], for i in [0, count), as `algo`
+ * orders and rounds it in wire dtype `dt`; op AVG pre-multiplies every input by dt(1/n).
+ * `out` may be one of in[] itself (element i is read from all members before out[i] is written),
+ * but may not overlap an input any other way. EQ_ERR_INTERNAL if n < 1 or algo, dt or op is out of
+ * range; EQ_ERR_NOMEM if the scratch cannot be allocated. */
+eq_status eq_fold(eq_algo algo, eq_dtype dt, eq_redop op, int n, const void *const in[], void *out,
+                  size_t count);
+
+/* The same, for the elements of one ring chunk only: out (the chunk's length, see
+ * eq_fold_chunk_bounds) gets elements [begin, begin + len) of the fold of in[] (each holding
+ * `count` elements). This is how member `chunk` of a reduce_scatter gets its part without folding
+ * the rest. `out` may be the chunk's own place in one of in[] (in[k] + begin elements: an in-place
+ * reduce_scatter), but may not overlap an input any other way. EQ_ERR_INTERNAL also if chunk is not
+ * in [0, n). */
+eq_status eq_fold_one_chunk(eq_algo algo, eq_dtype dt, eq_redop op, int n, const void *const in[],
+                            void *out, size_t count, int chunk);
+
+#endif

@@ -1,0 +1,158 @@
+/* JSON report (jansson): every metric of every tensor, for programs (equiv diff, dashboards).
+ *
+ *   {"equiv_report": 1, "version": "0.1.0",
+ *    "thresholds": [0.0001, 0.001, 0.005, 0.01],
+ *    "comparisons": [{"reference": {run}, "test": {run}, "tolerance": {...}, "expect": "within",
+ *                     "tensors": 3, "unexpected": 1,
+ *                     "results": [{"path", "layer", "name", "role", "expect", "observed",
+ *                                  "as_expected", "diagnosis", "metrics": {...}}]}],
+ *    "summary": {"comparisons", "tensors", "unexpected", "line"}}
+ *
+ * JSON has no NaN or Infinity. A non-finite metric (max_tol_ratio under a zero tolerance,
+ * rel_fro against an all-zero reference) is written as the string "NaN", "Infinity" or
+ * "-Infinity": the value survives (null would not say which), and Python's float() and
+ * JavaScript's Number() both read those strings back. Finite reals are written with 17
+ * significant digits, so they read back bit for bit. */
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "reports/report.h"
+
+static json_t *number(double v)
+{
+    if (isnan(v)) return json_string("NaN");
+    if (isinf(v)) return json_string(v > 0 ? "Infinity" : "-Infinity");
+    return json_real(v);
+}
+
+/* Keys for eq_metrics.frac_above, in eq_thresholds' order. */
+static const char *const frac_keys[EQ_N_THRESHOLDS] = {"frac_above_1e-4", "frac_above_1e-3", "frac_above_5e-3",
+                                                       "frac_above_1e-2"};
+_Static_assert(EQ_N_THRESHOLDS == 4, "frac_keys must name every threshold");
+
+static json_t *metrics_json(const eq_metrics *m)
+{
+    json_t *o = json_object();
+    int bad = o == NULL;
+    bad |= json_object_set_new(o, "count", json_integer(m->count));
+    bad |= json_object_set_new(o, "n_finite", json_integer(m->n_finite));
+    bad |= json_object_set_new(o, "nan_ref", json_integer(m->nan_ref));
+    bad |= json_object_set_new(o, "inf_ref", json_integer(m->inf_ref));
+    bad |= json_object_set_new(o, "nan_test", json_integer(m->nan_test));
+    bad |= json_object_set_new(o, "inf_test", json_integer(m->inf_test));
+    bad |= json_object_set_new(o, "nonfinite_mismatch", json_integer(m->nonfinite_mismatch));
+    bad |= json_object_set_new(o, "n_differ", json_integer(m->n_differ));
+    bad |= json_object_set_new(o, "max_abs", number(m->max_abs));
+    bad |= json_object_set_new(o, "mean_abs", number(m->mean_abs));
+    bad |= json_object_set_new(o, "median_abs", number(m->median_abs));
+    bad |= json_object_set_new(o, "argmax", json_integer(m->argmax));
+    for (int k = 0; k < EQ_N_THRESHOLDS; k++)
+        bad |= json_object_set_new(o, frac_keys[k], number(m->frac_above[k]));
+    bad |= json_object_set_new(o, "max_ulp", number(m->max_ulp));
+    bad |= json_object_set_new(o, "rel_fro", number(m->rel_fro));
+    bad |= json_object_set_new(o, "cosine", number(m->cosine));
+    bad |= json_object_set_new(o, "ls_scale", number(m->ls_scale));
+    bad |= json_object_set_new(o, "ref_absmax", number(m->ref_absmax));
+    bad |= json_object_set_new(o, "ref_mean", number(m->ref_mean));
+    bad |= json_object_set_new(o, "ref_std", number(m->ref_std));
+    bad |= json_object_set_new(o, "n_outside", json_integer(m->n_outside));
+    bad |= json_object_set_new(o, "max_tol_ratio", number(m->max_tol_ratio));
+    if (bad) json_decref(o);
+    return bad ? NULL : o;
+}
+
+static json_t *run_json(const eq_run_meta *meta)
+{
+    json_t *o = json_object();
+    int bad = o == NULL;
+    bad |= json_object_set_new(o, "case", json_string(meta->case_name));
+    bad |= json_object_set_new(o, "model", json_string(meta->model));
+    bad |= json_object_set_new(o, "size", json_string(meta->size));
+    bad |= json_object_set_new(o, "dtype", json_string(eq_dtype_name(meta->dtype)));
+    bad |= json_object_set_new(o, "dp", json_integer(meta->dp));
+    bad |= json_object_set_new(o, "tp", json_integer(meta->tp));
+    bad |= json_object_set_new(o, "transport", json_string(meta->transport));
+    bad |= json_object_set_new(o, "algorithm", json_string(meta->algorithm));
+    bad |= json_object_set_new(o, "backend", json_string(meta->backend));
+    /* json_int_t is signed 64-bit: a seed above INT64_MAX goes out as its decimal string. */
+    char seed[24];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)meta->seed);
+    bad |= json_object_set_new(o, "seed", meta->seed <= INT64_MAX ? json_integer((json_int_t)meta->seed)
+                                                                   : json_string(seed));
+    bad |= json_object_set_new(o, "version", json_string(meta->version));
+    if (bad) json_decref(o);
+    return bad ? NULL : o;
+}
+
+static json_t *result_json(const eq_tensor_result *r)
+{
+    json_t *o = json_object();
+    int bad = o == NULL;
+    bad |= json_object_set_new(o, "path", json_string(r->path));
+    bad |= json_object_set_new(o, "layer", json_integer(r->layer));
+    bad |= json_object_set_new(o, "name", json_string(r->name));
+    bad |= json_object_set_new(o, "role", json_string(eq_role_name(r->role)));
+    bad |= json_object_set_new(o, "expect", json_string(eq_expect_name(r->expect)));
+    bad |= json_object_set_new(o, "observed", json_string(eq_observed_name(r->observed)));
+    bad |= json_object_set_new(o, "as_expected", json_boolean(r->as_expected));
+    bad |= json_object_set_new(o, "diagnosis", json_string(r->diagnosis));
+    bad |= json_object_set_new(o, "metrics", metrics_json(&r->m));
+    if (bad) json_decref(o);
+    return bad ? NULL : o;
+}
+
+static json_t *comparison_json(const eq_comparison *c)
+{
+    json_t *o = json_object(), *tol = json_object(), *results = json_array();
+    int bad = o == NULL || tol == NULL || results == NULL;
+    bad |= json_object_set_new(tol, "name", json_string(c->tol.name));
+    bad |= json_object_set_new(tol, "atol", number(c->tol.atol));
+    bad |= json_object_set_new(tol, "rtol", number(c->tol.rtol));
+    bad |= json_object_set_new(tol, "source", json_string(c->tol.source));
+    for (int i = 0; i < c->count; i++) bad |= json_array_append_new(results, result_json(&c->results[i]));
+    bad |= json_object_set_new(o, "reference", run_json(&c->ref_meta));
+    bad |= json_object_set_new(o, "test", run_json(&c->test_meta));
+    bad |= json_object_set_new(o, "tolerance", tol);
+    bad |= json_object_set_new(o, "expect", json_string(eq_expect_name(c->expect)));
+    bad |= json_object_set_new(o, "tensors", json_integer(c->count));
+    bad |= json_object_set_new(o, "unexpected", json_integer(c->n_unexpected));
+    bad |= json_object_set_new(o, "results", results);
+    if (bad) json_decref(o);
+    return bad ? NULL : o;
+}
+
+eq_status eq_report_json(FILE *out, const eq_comparison *cmps, int n)
+{
+    eq_status st = EQ_OK;
+    char line[512];
+    int tensors = 0;
+    json_t *root = json_object(), *list = json_array(), *thresholds = json_array(), *summary = json_object();
+    int bad = root == NULL || list == NULL || thresholds == NULL || summary == NULL;
+    for (int k = 0; k < EQ_N_THRESHOLDS; k++) bad |= json_array_append_new(thresholds, number(eq_thresholds[k]));
+    for (int i = 0; i < n; i++) {
+        bad |= json_array_append_new(list, comparison_json(&cmps[i]));
+        tensors += cmps[i].count;
+    }
+    bad |= json_object_set_new(summary, "comparisons", json_integer(n));
+    bad |= json_object_set_new(summary, "tensors", json_integer(tensors));
+    bad |= json_object_set_new(summary, "unexpected", json_integer(eq_report_unexpected(cmps, n)));
+    bad |= json_object_set_new(summary, "line", json_string(eq_report_summary(cmps, n, line, sizeof line)));
+    bad |= json_object_set_new(root, "equiv_report", json_integer(1));
+    bad |= json_object_set_new(root, "version", json_string(n > 0 ? cmps[0].ref_meta.version : ""));
+    bad |= json_object_set_new(root, "thresholds", thresholds);
+    bad |= json_object_set_new(root, "comparisons", list);
+    bad |= json_object_set_new(root, "summary", summary);
+    if (bad) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "cannot build the JSON report (out of memory or a string not UTF-8)");
+        goto cleanup;
+    }
+    if (json_dumpf(root, out, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0 || fputc('\n', out) == EOF ||
+        fflush(out) != 0 || ferror(out)) {
+        st = EQ_FAIL(EQ_ERR_IO, "cannot write the JSON report");
+        goto cleanup;
+    }
+cleanup:
+    json_decref(root);
+    return st;
+}

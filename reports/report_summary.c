@@ -1,0 +1,56 @@
+/* The summary line that ends every report, and the orderings the writers share. */
+#include <stdio.h>
+
+#include "reports/report.h"
+
+const char *eq_report_run_name(const eq_run_meta *meta, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s %s dp%d-tp%d", meta->case_name, eq_dtype_name(meta->dtype), meta->dp, meta->tp);
+    return buf;
+}
+
+int eq_report_worse_first(const eq_tensor_result *a, const eq_tensor_result *b)
+{
+    /* A non-finite result comes first whatever its ratio: the ratio only covers finite pairs. */
+    int a_nonfinite = a->observed == EQ_OBS_NONFINITE, b_nonfinite = b->observed == EQ_OBS_NONFINITE;
+    if (a_nonfinite != b_nonfinite) return a_nonfinite ? -1 : 1;
+    double ra = a->m.max_tol_ratio, rb = b->m.max_tol_ratio;
+    return (ra < rb) - (ra > rb);
+}
+
+int eq_report_unexpected(const eq_comparison *cmps, int n)
+{
+    int total = 0;
+    for (int i = 0; i < n; i++) total += cmps[i].n_unexpected;
+    return total;
+}
+
+const char *eq_report_summary(const eq_comparison *cmps, int n, char *buf, size_t len)
+{
+    int tensors = 0;
+    const eq_comparison *worst_cmp = NULL;
+    const eq_tensor_result *worst = NULL;
+    for (int i = 0; i < n; i++) {
+        tensors += cmps[i].count;
+        for (int k = 0; k < cmps[i].count; k++) {
+            const eq_tensor_result *r = &cmps[i].results[k];
+            if (r->as_expected) continue;
+            if (worst == NULL || eq_report_worse_first(r, worst) < 0) {
+                worst = r;
+                worst_cmp = &cmps[i];
+            }
+        }
+    }
+    int unexpected = eq_report_unexpected(cmps, n);
+    int used = snprintf(buf, len, "equiv: %d comparison%s, %d tensor%s, ", n, n == 1 ? "" : "s", tensors,
+                        tensors == 1 ? "" : "s");
+    if (used < 0 || (size_t)used >= len) return buf;
+    if (unexpected == 0 || worst == NULL) {
+        snprintf(buf + used, len - (size_t)used, "all as expected");
+    } else {
+        char run[3 * EQ_NAME_MAX];
+        snprintf(buf + used, len - (size_t)used, "%d NOT as expected (worst: %s %s)", unexpected,
+                 eq_report_run_name(&worst_cmp->test_meta, run, sizeof run), worst->path);
+    }
+    return buf;
+}

@@ -1,0 +1,244 @@
+/* Report writers on a comparison with a planted x8 tensor: the Markdown has the table, one row
+ * per activation, the FAIL marker and the diagnosis, and ends with the summary line; the JSON
+ * parses back with every metric of every tensor. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/testing.h"
+#include "reports/report.h"
+
+#define EXPECT_HAS(text, part) EQ_EXPECT(strstr((text), (part)) != NULL, "report lacks '%s'", (part))
+
+static const char *const metric_keys[] = {
+    "count", "n_finite", "nan_ref", "inf_ref", "nan_test", "inf_test", "nonfinite_mismatch", "n_differ",
+    "max_abs", "mean_abs", "median_abs", "argmax", "frac_above_1e-4", "frac_above_1e-3", "frac_above_5e-3",
+    "frac_above_1e-2", "max_ulp", "rel_fro", "cosine", "ls_scale", "ref_absmax", "ref_mean", "ref_std",
+    "n_outside", "max_tol_ratio",
+};
+#define N_METRIC_KEYS (int)(sizeof metric_keys / sizeof metric_keys[0])
+
+static void set_meta(eq_capture *cap, const char *case_name, int tp)
+{
+    eq_run_meta *m = &cap->meta;
+    snprintf(m->case_name, sizeof m->case_name, "%s", case_name);
+    snprintf(m->model, sizeof m->model, "%s", case_name);
+    snprintf(m->size, sizeof m->size, "ci");
+    snprintf(m->transport, sizeof m->transport, "sim");
+    snprintf(m->algorithm, sizeof m->algorithm, "ring");
+    snprintf(m->backend, sizeof m->backend, "cpu");
+    snprintf(m->version, sizeof m->version, "0.1.0");
+    m->dtype = EQ_FP32;
+    m->dp = 1;
+    m->tp = tp;
+    m->seed = 1234;
+}
+
+/* Adds layer/name with 64 values v(i) = sin(i + phase) * gain. */
+static void add(eq_capture *cap, int layer, const char *name, eq_role role, double phase, double gain)
+{
+    eq_tensor t;
+    EQ_EXPECT_OK(eq_tensor_init_2d(&t, EQ_FP32, 8, 8));
+    for (int64_t i = 0; i < 64; i++) eq_tensor_set(&t, i, sin((double)i + phase) * gain);
+    EQ_EXPECT_OK(eq_capture_add(cap, layer, name, role, &t));
+}
+
+/* A row_parallel tp4 run against tp1: input and weight identical, layers/00/h rounded
+ * differently (within), layers/00/attn 2% off (outside, but less so), layers/01/out planted x8,
+ * the gradient and loss identical. */
+static void build_row_parallel(eq_comparison *c)
+{
+    static const eq_tolerance fp32_1_layer = {"fp32_1_layer", 1e-3, 1e-3, "seed 002 section 7"};
+    eq_capture ref, test;
+    eq_capture_init(&ref);
+    eq_capture_init(&test);
+    set_meta(&ref, "row_parallel", 1);
+    set_meta(&test, "row_parallel", 4);
+    for (int side = 0; side < 2; side++) {
+        eq_capture *cap = side == 0 ? &ref : &test;
+        add(cap, 0, "x", EQ_ROLE_INPUT, 0.0, 1.0);
+        add(cap, 0, "w", EQ_ROLE_PARAM, 1.0, 0.5);
+        add(cap, 0, "h", EQ_ROLE_ACTIVATION, 2.0, side == 0 ? 1.0 : 1.0 + 1e-6);
+        add(cap, 0, "attn", EQ_ROLE_ACTIVATION, 2.5, side == 0 ? 1.0 : 1.02);
+        add(cap, 1, "out", EQ_ROLE_ACTIVATION, 3.0, side == 0 ? 1.0 : 8.0);
+        add(cap, 1, "out_grad", EQ_ROLE_GRAD, 4.0, 0.01);
+        add(cap, 1, "loss", EQ_ROLE_LOSS, 5.0, 2.0);
+    }
+    EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &fp32_1_layer, EQ_EXPECT_WITHIN, c));
+    eq_capture_free(&ref);
+    eq_capture_free(&test);
+}
+
+/* A column_parallel comparison under a zero tolerance whose one tensor differs as `differs`
+ * expects; its max_tol_ratio is infinite, which JSON must carry as "Infinity". */
+static void build_zero_tolerance(eq_comparison *c)
+{
+    static const eq_tolerance zero = {"zero", 0.0, 0.0, "bit-exact by construction"};
+    eq_capture ref, test;
+    eq_capture_init(&ref);
+    eq_capture_init(&test);
+    set_meta(&ref, "column_parallel", 1);
+    set_meta(&test, "column_parallel", 2);
+    add(&ref, 0, "y", EQ_ROLE_ACTIVATION, 0.0, 1.0);
+    add(&test, 0, "y", EQ_ROLE_ACTIVATION, 0.0, 1.0 + 1e-6);
+    EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &zero, EQ_EXPECT_DIFFERS, c));
+    eq_capture_free(&ref);
+    eq_capture_free(&test);
+}
+
+/* The line after `line`, or NULL at the end of the text. */
+static const char *next_line(const char *line)
+{
+    const char *newline = strchr(line, '\n');
+    return newline != NULL && newline[1] != '\0' ? newline + 1 : NULL;
+}
+
+/* Number of lines of `text` that start with `prefix`. */
+static int count_lines(const char *text, const char *prefix)
+{
+    int n = 0;
+    for (const char *line = text; line != NULL; line = next_line(line))
+        n += strncmp(line, prefix, strlen(prefix)) == 0;
+    return n;
+}
+
+/* The line of `text` that starts with `prefix` (copied into buf), or "". */
+static const char *find_line(const char *text, const char *prefix, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (const char *line = text; line != NULL; line = next_line(line)) {
+        if (strncmp(line, prefix, strlen(prefix)) != 0) continue;
+        size_t n = strcspn(line, "\n");
+        snprintf(buf, len, "%.*s", (int)n, line);
+        break;
+    }
+    return buf;
+}
+
+static void test_markdown(const eq_comparison *cmps, int n)
+{
+    char *text = NULL, line[512];
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    EQ_EXPECT(f != NULL, "open_memstream");
+    if (f == NULL) return;
+    EQ_EXPECT_OK(eq_report_markdown(f, cmps, n));
+    fclose(f);
+    EXPECT_HAS(text, "### row_parallel fp32 dp1-tp4 vs dp1-tp1 (ring)\n");
+    EXPECT_HAS(text, "`fp32_1_layer`");
+    EXPECT_HAS(text, "seed 002 section 7");
+    EXPECT_HAS(text, "1 parameter bit-identical after gathering, 1 input bit-identical");
+    const char *header =
+        "| Layer | Tensor | Max | Mean | Median | %>1e-4 | %>1e-3 | %>1e-2 | max ULP | verdict |\n";
+    EQ_EXPECT(count_lines(text, header) == 2, "header row appears %d times, want 2", count_lines(text, header));
+    /* one row per activation, gradient and loss; none for the input and the parameter */
+    EQ_EXPECT(count_lines(text, "| 0 | h |") == 1 && count_lines(text, "| 1 | out |") == 1, "activation rows");
+    EQ_EXPECT(count_lines(text, "| 1 | out_grad |") == 1 && count_lines(text, "| 1 | loss |") == 1, "grad, loss");
+    EQ_EXPECT(count_lines(text, "| 0 | x |") == 0 && count_lines(text, "| 0 | w |") == 0, "input or param row");
+    EQ_EXPECT(count_lines(text, "| 0 | y |") == 1, "second comparison's row");
+    EXPECT_HAS(find_line(text, "| 1 | out |", line, sizeof line), "OUTSIDE **FAIL** (expected within) |");
+    EXPECT_HAS(find_line(text, "| 0 | h |", line, sizeof line), "| within ok |");
+    EXPECT_HAS(find_line(text, "| 0 | attn |", line, sizeof line), "OUTSIDE **FAIL** (expected within) |");
+    EXPECT_HAS(find_line(text, "| 1 | loss |", line, sizeof line), "| 0.000000 | 0.00000000 | 0.00000000 |");
+    EXPECT_HAS(find_line(text, "| 0 | h |", line, sizeof line), "e-07 |"); /* max |d| < 1e-6: %.3e */
+    EXPECT_HAS(find_line(text, "- `layers/01/out`", line, sizeof line), "uniform scale x8 (ls 8.000000");
+    /* worst first: the x8 tensor before the 2% one, although it comes later in capture order */
+    const char *x8_item = strstr(text, "- `layers/01/out`"), *attn_item = strstr(text, "- `layers/00/attn`");
+    EQ_EXPECT(x8_item != NULL && attn_item != NULL && x8_item < attn_item, "not-as-expected list not worst first");
+    EXPECT_HAS(text, "All 1 tensor as expected.");
+    /* the last line is the summary */
+    size_t len = strlen(text);
+    EQ_EXPECT(len > 0 && text[len - 1] == '\n', "report does not end with a newline");
+    const char *last = text + len - 1;
+    while (last > text && last[-1] != '\n') last--;
+    EQ_EXPECT(strncmp(last, "equiv: 2 comparisons, 8 tensors, 2 NOT as expected (worst: row_parallel fp32 dp1-tp4 "
+                            "layers/01/out)\n", 200) == 0, "last line '%s'", last);
+    free(text);
+}
+
+/* The string under `key`, or "" when missing or not a string. */
+static const char *string_at(const json_t *object, const char *key)
+{
+    const char *s = json_string_value(json_object_get(object, key));
+    return s != NULL ? s : "";
+}
+
+static void test_json(const eq_comparison *cmps, int n)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    EQ_EXPECT(f != NULL, "open_memstream");
+    if (f == NULL) return;
+    EQ_EXPECT_OK(eq_report_json(f, cmps, n));
+    fclose(f);
+    json_error_t error;
+    json_t *root = json_loads(text, 0, &error);
+    EQ_EXPECT(root != NULL, "JSON does not parse: line %d: %s", error.line, error.text);
+    free(text);
+    if (root == NULL) return;
+    EQ_EXPECT(json_integer_value(json_object_get(root, "equiv_report")) == 1, "equiv_report");
+    EQ_EXPECT(strcmp(string_at(root, "version"), "0.1.0") == 0, "version");
+    json_t *list = json_object_get(root, "comparisons");
+    EQ_EXPECT(json_array_size(list) == 2, "%zu comparisons", json_array_size(list));
+    int planted_seen = 0;
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *results = json_object_get(json_array_get(list, i), "results");
+        EQ_EXPECT(json_array_size(results) == (size_t)cmps[i].count, "comparison %zu: %zu results", i,
+                  json_array_size(results));
+        for (size_t k = 0; k < json_array_size(results); k++) {
+            json_t *r = json_array_get(results, k), *m = json_object_get(r, "metrics");
+            const char *path = string_at(r, "path");
+            for (int key = 0; key < N_METRIC_KEYS; key++)
+                EQ_EXPECT(json_object_get(m, metric_keys[key]) != NULL, "%s lacks %s", path, metric_keys[key]);
+            EQ_EXPECT(json_object_size(m) == (size_t)N_METRIC_KEYS, "%s: %zu metrics", path, json_object_size(m));
+            if (strcmp(path, "layers/01/out") == 0) {
+                planted_seen = 1;
+                EQ_EXPECT(json_real_value(json_object_get(m, "ls_scale")) == 8.0, "planted ls_scale %g",
+                          json_real_value(json_object_get(m, "ls_scale")));
+                EQ_EXPECT(json_is_false(json_object_get(r, "as_expected")), "planted tensor as expected");
+                EQ_EXPECT(strcmp(string_at(r, "observed"), "OUTSIDE") == 0, "observed");
+            }
+        }
+    }
+    EQ_EXPECT(planted_seen, "planted tensor missing from the JSON");
+    /* JSON has no Infinity: the zero-tolerance comparison's ratio goes out as a string */
+    json_t *zero_results = json_object_get(json_array_get(list, 1), "results");
+    json_t *zero_metrics = json_object_get(json_array_get(zero_results, 0), "metrics");
+    EQ_EXPECT(strcmp(string_at(zero_metrics, "max_tol_ratio"), "Infinity") == 0, "infinite ratio written as '%s'",
+              string_at(zero_metrics, "max_tol_ratio"));
+    json_t *summary = json_object_get(root, "summary");
+    EQ_EXPECT(json_integer_value(json_object_get(summary, "unexpected")) == 2, "summary unexpected");
+    EQ_EXPECT(strstr(string_at(summary, "line"), "NOT as expected") != NULL, "summary line");
+    json_decref(root);
+}
+
+int main(void)
+{
+    eq_comparison cmps[2];
+    build_row_parallel(&cmps[0]);
+    build_zero_tolerance(&cmps[1]);
+    EQ_EXPECT(cmps[0].n_unexpected == 2 && cmps[1].n_unexpected == 0, "unexpected %d, %d", cmps[0].n_unexpected,
+              cmps[1].n_unexpected);
+    EQ_EXPECT(eq_report_unexpected(cmps, 2) == 2, "eq_report_unexpected");
+    /* A NaN outranks any ratio (the ratio covers only the finite pairs). */
+    eq_tensor_result with_nan = {.observed = EQ_OBS_NONFINITE, .m = {.max_tol_ratio = 0.5}};
+    eq_tensor_result far_out = {.observed = EQ_OBS_OUTSIDE, .m = {.max_tol_ratio = 1e9}};
+    EQ_EXPECT(eq_report_worse_first(&with_nan, &far_out) < 0 && eq_report_worse_first(&far_out, &with_nan) > 0,
+              "NaN not ranked worst");
+    const eq_tensor_result *planted = &cmps[0].results[4];
+    EQ_EXPECT(strcmp(planted->path, "layers/01/out") == 0 && eq_report_worse_first(&far_out, planted) < 0,
+              "ratio 1e9 not worse than x8");
+    char line[256];
+    EQ_EXPECT(strcmp(eq_report_summary(cmps, 1, line, sizeof line),
+                     "equiv: 1 comparison, 7 tensors, 2 NOT as expected (worst: row_parallel fp32 dp1-tp4 "
+                     "layers/01/out)") == 0, "summary '%s'", line);
+    EQ_EXPECT(strcmp(eq_report_summary(cmps + 1, 1, line, sizeof line),
+                     "equiv: 1 comparison, 1 tensor, all as expected") == 0, "summary '%s'", line);
+    test_markdown(cmps, 2);
+    test_json(cmps, 2);
+    eq_comparison_free(&cmps[0]);
+    eq_comparison_free(&cmps[1]);
+    return eq_test_finish("report_test");
+}
