@@ -13,7 +13,7 @@ static eq_status check_shapes(const char *what, const eq_tensor *out, const eq_t
     if (weight->ndim != 2 || last_dim(in) != weight->shape[1] || last_dim(out) != weight->shape[0] ||
         rows(in) != rows(out) || in->dtype != dt || weight->dtype != dt || out->dtype != dt)
         return EQ_FAIL(EQ_ERR_INTERNAL, "%s: shapes or dtypes of in, weight, out do not agree", what);
-    if (split % tp != 0) return EQ_FAIL(EQ_ERR_INTERNAL, "%s: tp=%d does not divide %lld", what, tp, (long long)split);
+    if (tp < 1 || split % tp != 0) return EQ_FAIL(EQ_ERR_INTERNAL, "%s: tp=%d does not divide %lld", what, tp, (long long)split);
     return EQ_OK;
 }
 
@@ -43,11 +43,11 @@ eq_status eq_row_parallel_forward(const eq_step *step, eq_tensor *out, const eq_
     eq_status st = check_shapes("row-parallel", out, in, weight, step->dtype, tp, K);
     if (st != EQ_OK) return st;
     const size_t elem = eq_dtype_size(step->dtype);
-    const int64_t shard = K / tp; /* reduction columns per rank */
+    const int64_t shard = K / tp; /* reduction columns per rank (tp >= 1: checked above) */
     if (tp == 1) return step->backend->gemm_nt(step->dtype, M, N, K, in->data, K, weight->data, K, out->data, N);
 
     /* partials[r] = in[:, shard r] * weight[:, shard r]^T, rounded to the dtype: [M, N] per rank. */
-    void **partials = calloc((size_t)tp, sizeof *partials);
+    void **partials = calloc((size_t)(unsigned)tp, sizeof *partials);
     if (partials == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "row-parallel: no memory for %d partials", tp);
     for (int r = 0; r < tp && st == EQ_OK; r++) {
         partials[r] = malloc((size_t)(M * N) * elem);
