@@ -146,12 +146,13 @@ eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const 
         sum_t2 += t * t;
         sum_tr += t * r;
         if (d == 0.0) continue;
+        double ulps = d / ulp_at(r, ref->dtype);
         if (d > out->max_abs) {
             out->max_abs = d;
             out->argmax = i;
+            out->ulp_at_max = ulps;
         }
         for (int k = 0; k < EQ_N_THRESHOLDS; k++) above[k] += d > eq_thresholds[k];
-        double ulps = d / ulp_at(r, ref->dtype);
         if (ulps > out->max_ulp) out->max_ulp = ulps;
         double bound = tol->atol + tol->rtol * fabs(r);
         double ratio = bound > 0.0 ? d / bound : INFINITY;

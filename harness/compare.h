@@ -27,7 +27,9 @@ typedef struct {
     double max_abs, mean_abs, median_abs;   /* of |test - ref| over finite pairs */
     int64_t argmax;                         /* flat index of the max |d| (-1 if none) */
     double frac_above[EQ_N_THRESHOLDS];     /* share of elements with |d| > threshold, 0..1 */
-    double max_ulp;                         /* max |d| / ulp(ref) */
+    double max_ulp;                         /* max |d| / ulp(ref): huge where ref nearly cancels */
+    double ulp_at_max;                      /* the max |d| in ULPs of its own reference value:
+                                             * seed 002's 0.03125 at |ref| in [4, 8) is 1 */
     double rel_fro;                         /* ||test - ref||_F / ||ref||_F (0 if both 0) */
     double cosine;                          /* <test,ref> / (||test|| ||ref||) (1 if both 0) */
     double ls_scale;                        /* <test,ref> / <ref,ref>: uniform factor (1 if ref 0) */

@@ -76,6 +76,8 @@ static void test_hand_computed(void)
     /* ULPs in fp32 (p = 24): at 2 the spacing is 2^-22, so 0.5 is 2^21; at -4, 2^-21 -> 2^20;
      * at 0 the subnormal spacing 2^-149, so 2^-10 is 2^139 ULP: the max. */
     EQ_EXPECT(m.max_ulp == 0x1p139, "max ULP %g, want 2^139", m.max_ulp);
+    /* The max |d| (0.5, first at index 1, ref 2) in ULPs of its own reference: 0.5 / 2^-22 = 2^21. */
+    EQ_EXPECT(m.ulp_at_max == 0x1p21, "ULP at max %g, want 2^21", m.ulp_at_max);
     /* atol = rtol = 1e-3: bounds 3e-3 at 2 (ratio 166.7), 5e-3 at -4 (100), 1e-3 at 0 (0.977) */
     EQ_EXPECT(m.n_outside == 2, "outside %lld, want 2", (long long)m.n_outside);
     EXPECT_NEAR(m.max_tol_ratio, 0.5 / 3e-3, 1e-12);

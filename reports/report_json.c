@@ -50,6 +50,7 @@ static json_t *metrics_json(const eq_metrics *m)
     for (int k = 0; k < EQ_N_THRESHOLDS; k++)
         bad |= json_object_set_new(o, frac_keys[k], number(m->frac_above[k]));
     bad |= json_object_set_new(o, "max_ulp", number(m->max_ulp));
+    bad |= json_object_set_new(o, "ulp_at_max", number(m->ulp_at_max));
     bad |= json_object_set_new(o, "rel_fro", number(m->rel_fro));
     bad |= json_object_set_new(o, "cosine", number(m->cosine));
     bad |= json_object_set_new(o, "ls_scale", number(m->ls_scale));

@@ -76,22 +76,22 @@ static void write_params_line(FILE *out, const eq_comparison *c)
 static void write_table(FILE *out, const eq_comparison *c)
 {
     /* seed 002 section 2.2's columns; the 5e-3 share is in the JSON. */
-    fprintf(out, "| Layer | Tensor | Max | Mean | Median | %%>1e-4 | %%>1e-3 | %%>1e-2 | max ULP | verdict |\n");
-    fprintf(out, "|------:|--------|----:|-----:|-------:|-------:|-------:|-------:|--------:|---------|\n");
+    fprintf(out, "| Layer | Tensor | Max | Mean | Median | %%>1e-4 | %%>1e-3 | %%>1e-2 | max ULP | ULP@max | verdict |\n");
+    fprintf(out, "|------:|--------|----:|-----:|-------:|-------:|-------:|-------:|--------:|--------:|---------|\n");
     int rows = 0;
     for (int i = 0; i < c->count; i++) {
         const eq_tensor_result *r = &c->results[i];
         if (!is_table_role(r->role)) continue;
         char max[32], mean[32], median[32], s4[16], s3[16], s2[16], verdict[96];
-        fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %.4g | %s |\n", r->layer, r->name,
+        fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %.4g | %.4g | %s |\n", r->layer, r->name,
                 format_value(r->m.max_abs, 6, max, sizeof max), format_value(r->m.mean_abs, 8, mean, sizeof mean),
                 format_value(r->m.median_abs, 8, median, sizeof median),
                 format_share(r->m.frac_above[0], s4, sizeof s4), format_share(r->m.frac_above[1], s3, sizeof s3),
-                format_share(r->m.frac_above[3], s2, sizeof s2), r->m.max_ulp,
+                format_share(r->m.frac_above[3], s2, sizeof s2), r->m.max_ulp, r->m.ulp_at_max,
                 format_verdict(r, verdict, sizeof verdict));
         rows++;
     }
-    if (rows == 0) fprintf(out, "| - | (no activations, gradients or losses captured) | | | | | | | | |\n");
+    if (rows == 0) fprintf(out, "| - | (no activations, gradients or losses captured) | | | | | | | | | |\n");
     fprintf(out, "\n");
 }
 

@@ -14,7 +14,7 @@
 static const char *const metric_keys[] = {
     "count", "n_finite", "nan_ref", "inf_ref", "nan_test", "inf_test", "nonfinite_mismatch", "n_differ",
     "max_abs", "mean_abs", "median_abs", "argmax", "frac_above_1e-4", "frac_above_1e-3", "frac_above_5e-3",
-    "frac_above_1e-2", "max_ulp", "rel_fro", "cosine", "ls_scale", "ref_absmax", "ref_mean", "ref_std",
+    "frac_above_1e-2", "max_ulp", "ulp_at_max", "rel_fro", "cosine", "ls_scale", "ref_absmax", "ref_mean", "ref_std",
     "n_outside", "max_tol_ratio",
 };
 #define N_METRIC_KEYS (int)(sizeof metric_keys / sizeof metric_keys[0])
@@ -130,7 +130,7 @@ static void test_markdown(const eq_comparison *cmps, int n)
     EXPECT_HAS(text, "seed 002 section 7");
     EXPECT_HAS(text, "1 parameter bit-identical after gathering, 1 input bit-identical");
     const char *header =
-        "| Layer | Tensor | Max | Mean | Median | %>1e-4 | %>1e-3 | %>1e-2 | max ULP | verdict |\n";
+        "| Layer | Tensor | Max | Mean | Median | %>1e-4 | %>1e-3 | %>1e-2 | max ULP | ULP@max | verdict |\n";
     EQ_EXPECT(count_lines(text, header) == 2, "header row appears %d times, want 2", count_lines(text, header));
     /* one row per activation, gradient and loss; none for the input and the parameter */
     EQ_EXPECT(count_lines(text, "| 0 | h |") == 1 && count_lines(text, "| 1 | out |") == 1, "activation rows");
