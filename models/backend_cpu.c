@@ -1,4 +1,9 @@
-/* The CPU backend: OpenBLAS SGEMM/DGEMM under the GEMM contract of models/backend.h. */
+/* The CPU backend: GEMMs under the contract of models/backend.h, shape-invariant.
+ *
+ * Kernels, per precision (fp32 for fp32 and bf16, fp64), chosen once at first use:
+ *   blas    OpenBLAS (models/gemm_blas.c), where its shape-invariance probe passes (SKYLAKEX);
+ *   ordered a plain C GEMM with a fixed order (models/gemm_ordered.c), where it fails (Haswell).
+ * EQUIV_CPU_GEMM=blas or =ordered forces one (to compare them, or to test the ordered one). */
 #include <cblas.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -9,63 +14,38 @@
 
 #include "harness/bf16.h"
 #include "models/backend.h"
+#include "models/gemm_blas.h"
+#include "models/gemm_ordered.h"
 
-/* Shape invariance. A layout changes the M (data parallel) or N (column parallel) of a GEMM,
- * never the K of an output element, so the harness needs each element's reduction order to
- * depend on K alone. OpenBLAS's blocked SKYLAKEX kernels give that; its small-matrix kernels,
- * taken when M*N*K <= 100^3 (kernel/x86_64/sgemm_small_kernel_permit_skylakex.c and its dgemm twin), sum in another
- * order. So a small GEMM gets zero rows appended to A until it is past that threshold: the extra
- * rows of C are dropped, the real rows are computed by the blocked kernels. */
-#define SMALL_PATH_MNK 1000000.0
+typedef enum { KERNEL_UNCHOSEN = 0, KERNEL_BLAS, KERNEL_ORDERED } gemm_kernel;
+static gemm_kernel kernel_for[2]; /* [0] fp32 (and bf16), [1] fp64; set before any thread starts */
 
-static int64_t padded_rows(int64_t M, int64_t N, int64_t K)
+static gemm_kernel choose_kernel(eq_dtype dt)
 {
-    double per_row = (double)N * (double)K;
-    if ((double)M * per_row > SMALL_PATH_MNK) return M;
-    return (int64_t)(SMALL_PATH_MNK / per_row) + 1;
-}
-
-/* C[M,N] = A[M,K] B[N,K]^T in fp32 or fp64, on this thread, through the blocked kernels. */
-static eq_status serial_gemm_nt(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
-                              const void *B, int64_t ldb, void *C, int64_t ldc)
-{
-    const int64_t rows = padded_rows(M, N, K);
-    const size_t elem = eq_dtype_size(dt);
-    const void *a = A;
-    void *c = C;
-    char *a_pad = NULL, *c_pad = NULL;
-    if (rows > M) {
-        a_pad = calloc((size_t)(rows * K), elem);
-        c_pad = malloc((size_t)(rows * N) * elem);
-        if (a_pad == NULL || c_pad == NULL) {
-            free(a_pad);
-            free(c_pad);
-            return EQ_FAIL(EQ_ERR_NOMEM, "GEMM: no memory to pad %lld rows", (long long)rows);
-        }
-        for (int64_t r = 0; r < M; r++)
-            memcpy(a_pad + (size_t)(r * K) * elem, (const char *)A + (size_t)(r * lda) * elem, (size_t)K * elem);
-        a = a_pad, lda = K, c = c_pad;
+    gemm_kernel *k = &kernel_for[dt == EQ_FP64];
+    if (*k == KERNEL_UNCHOSEN) {
+        const char *forced = getenv("EQUIV_CPU_GEMM");
+        openblas_set_num_threads(1); /* see threaded_gemm() */
+        if (forced != NULL && strcmp(forced, "ordered") == 0) *k = KERNEL_ORDERED;
+        else if (forced != NULL && strcmp(forced, "blas") == 0) *k = KERNEL_BLAS;
+        else *k = eq_gemm_blas_shape_invariant(dt) ? KERNEL_BLAS : KERNEL_ORDERED;
     }
-    const int64_t c_ld = rows > M ? N : ldc;
-    if (dt == EQ_FP64)
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)N, (blasint)K, 1.0, a,
-                    (blasint)lda, B, (blasint)ldb, 0.0, c, (blasint)c_ld);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)N, (blasint)K, 1.0f, a,
-                    (blasint)lda, B, (blasint)ldb, 0.0f, c, (blasint)c_ld);
-    if (rows > M)
-        for (int64_t r = 0; r < M; r++)
-            memcpy((char *)C + (size_t)(r * ldc) * elem, c_pad + (size_t)(r * N) * elem, (size_t)N * elem);
-    free(a_pad);
-    free(c_pad);
-    return EQ_OK;
+    return *k;
 }
 
+/* One block of rows on the calling thread, with the chosen kernel. */
+static eq_status serial_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                             const void *B, int64_t ldb, void *C, int64_t ldc)
+{
+    if (kernel_for[dt == EQ_FP64] == KERNEL_BLAS) return eq_gemm_blas(dt, M, N, K, A, lda, B, ldb, C, ldc);
+    if (dt == EQ_FP64) return eq_gemm_ordered_f64(M, N, K, A, lda, B, ldb, C, ldc);
+    return eq_gemm_ordered_f32(M, N, K, A, lda, B, ldb, C, ldc);
+}
 
-/* OpenBLAS's own threading is not shape-invariant either: with 2 threads, a GEMM over a quarter of
- * the columns rounded differently from the full one (models/backend_test.c caught it). So OpenBLAS
+/* OpenBLAS's own threading is not shape-invariant: with 2 threads, a GEMM over a quarter of the
+ * columns rounded differently from the full one (models/backend_test.c caught it). So OpenBLAS
  * runs single-threaded and equiv splits the rows of C over its own threads: rows never interact,
- * and each block is a serial GEMM, which is invariant. */
+ * and each block is a serial GEMM. */
 #define MIN_ROWS_PER_THREAD 128
 #define MAX_THREADS 16
 
@@ -80,7 +60,7 @@ typedef struct {
 static void *run_gemm_block(void *arg)
 {
     gemm_block *g = arg;
-    g->st = serial_gemm_nt(g->dt, g->M, g->N, g->K, g->A, g->lda, g->B, g->ldb, g->C, g->ldc);
+    g->st = serial_gemm(g->dt, g->M, g->N, g->K, g->A, g->lda, g->B, g->ldb, g->C, g->ldc);
     return NULL;
 }
 
@@ -90,17 +70,17 @@ static int worker_count(int64_t M)
     if (cores == 0) {
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         cores = online < 1 ? 1 : online > MAX_THREADS ? MAX_THREADS : (int)online;
-        openblas_set_num_threads(1);
     }
     int64_t by_rows = M / MIN_ROWS_PER_THREAD;
     return by_rows < 1 ? 1 : by_rows < cores ? (int)by_rows : cores;
 }
 
-static eq_status blas_gemm_nt(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+static eq_status threaded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
                               const void *B, int64_t ldb, void *C, int64_t ldc)
 {
+    choose_kernel(dt);
     const int workers = worker_count(M);
-    if (workers == 1) return serial_gemm_nt(dt, M, N, K, A, lda, B, ldb, C, ldc);
+    if (workers == 1) return serial_gemm(dt, M, N, K, A, lda, B, ldb, C, ldc);
     const size_t elem = eq_dtype_size(dt);
     gemm_block blocks[MAX_THREADS];
     pthread_t threads[MAX_THREADS];
@@ -142,7 +122,7 @@ static eq_status gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *A, i
     }
     widen_bf16(A, M, K, lda, a32);
     widen_bf16(B, N, K, ldb, b32);
-    EQ_TRY(blas_gemm_nt(EQ_FP32, M, N, K, a32, K, b32, K, c32, N));
+    EQ_TRY(threaded_gemm(EQ_FP32, M, N, K, a32, K, b32, K, c32, N));
     for (int64_t r = 0; r < M; r++)
         for (int64_t c = 0; c < N; c++) C[r * ldc + c] = eq_f32_to_bf16(c32[r * N + c]);
 cleanup:
@@ -160,14 +140,20 @@ static eq_status cpu_gemm_nt(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
         return EQ_FAIL(EQ_ERR_INTERNAL, "GEMM with bad sizes M=%lld N=%lld K=%lld", (long long)M, (long long)N,
                        (long long)K);
     if (dt == EQ_BF16) return gemm_bf16(M, N, K, A, lda, B, ldb, C, ldc);
-    return blas_gemm_nt(dt, M, N, K, A, lda, B, ldb, C, ldc);
+    return threaded_gemm(dt, M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+static const char *kernel_name(eq_dtype dt)
+{
+    if (choose_kernel(dt) == KERNEL_BLAS) return "OpenBLAS";
+    return getenv("EQUIV_CPU_GEMM") ? "ordered C (EQUIV_CPU_GEMM)" : "ordered C (OpenBLAS failed the shape probe)";
 }
 
 static const char *cpu_describe(char *buf, size_t len)
 {
     const char *core = openblas_get_corename();
-    snprintf(buf, len, "OpenBLAS %s, single-threaded per block, rows over up to %d threads", core ? core : "?",
-             worker_count(INT32_MAX));
+    snprintf(buf, len, "OpenBLAS core %s; fp32 GEMM: %s; fp64 GEMM: %s; rows over up to %d threads",
+             core ? core : "?", kernel_name(EQ_FP32), kernel_name(EQ_FP64), worker_count(INT32_MAX));
     return buf;
 }
 
