@@ -94,24 +94,28 @@ void eq_tensor_free(eq_tensor *t)
     memset(t, 0, sizeof *t);
 }
 
-double eq_tensor_get(const eq_tensor *t, int64_t i)
+double eq_buffer_get(eq_dtype dt, const void *buf, int64_t i)
 {
-    switch (t->dtype) {
-    case EQ_FP32: return ((const float *)t->data)[i];
-    case EQ_BF16: return eq_bf16_to_f32(((const uint16_t *)t->data)[i]);
-    case EQ_FP64: return ((const double *)t->data)[i];
+    switch (dt) {
+    case EQ_FP32: return ((const float *)buf)[i];
+    case EQ_BF16: return eq_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case EQ_FP64: return ((const double *)buf)[i];
     }
     return 0.0;
 }
 
-void eq_tensor_set(eq_tensor *t, int64_t i, double v)
+void eq_buffer_set(eq_dtype dt, void *buf, int64_t i, double v)
 {
-    switch (t->dtype) {
-    case EQ_FP32: ((float *)t->data)[i] = (float)v; break;
-    case EQ_BF16: ((uint16_t *)t->data)[i] = eq_f64_to_bf16(v); break;
-    case EQ_FP64: ((double *)t->data)[i] = v; break;
+    switch (dt) {
+    case EQ_FP32: ((float *)buf)[i] = (float)v; break;
+    case EQ_BF16: ((uint16_t *)buf)[i] = eq_f64_to_bf16(v); break;
+    case EQ_FP64: ((double *)buf)[i] = v; break;
     }
 }
+
+double eq_tensor_get(const eq_tensor *t, int64_t i) { return eq_buffer_get(t->dtype, t->data, i); }
+
+void eq_tensor_set(eq_tensor *t, int64_t i, double v) { eq_buffer_set(t->dtype, t->data, i, v); }
 
 int eq_tensor_same_shape(const eq_tensor *a, const eq_tensor *b)
 {

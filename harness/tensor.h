@@ -36,6 +36,11 @@ eq_status eq_tensor_clone(eq_tensor *dst, const eq_tensor *src);
 /* Frees storage and resets to empty; safe on an empty or zeroed tensor. */
 void eq_tensor_free(eq_tensor *t);
 
+/* Element i of a raw buffer of dtype dt, widened exactly to double; and v stored rounded (nearest,
+ * ties to even, once) to dt. */
+double eq_buffer_get(eq_dtype dt, const void *buf, int64_t i);
+void eq_buffer_set(eq_dtype dt, void *buf, int64_t i, double v);
+
 /* Element i (flat index) widened exactly to double. */
 double eq_tensor_get(const eq_tensor *t, int64_t i);
 /* Store v rounded (nearest, ties to even, once) to the tensor's dtype. */

@@ -14,24 +14,9 @@
 #define SHORT 5  /* fewer elements than most n: some chunks are empty */
 #define PER 3    /* reduce_scatter / all_gather elements per member */
 
-static double get(eq_dtype dt, const void *buf, size_t i)
-{
-    switch (dt) {
-    case EQ_BF16: return eq_bf16_to_f32(((const uint16_t *)buf)[i]);
-    case EQ_FP32: return ((const float *)buf)[i];
-    case EQ_FP64: return ((const double *)buf)[i];
-    }
-    return NAN;
-}
+static double get(eq_dtype dt, const void *buf, size_t i) { return eq_buffer_get(dt, buf, (int64_t)i); }
 
-static void set(eq_dtype dt, void *buf, size_t i, double v) /* v rounded once to dt */
-{
-    switch (dt) {
-    case EQ_BF16: ((uint16_t *)buf)[i] = eq_f64_to_bf16(v); break;
-    case EQ_FP32: ((float *)buf)[i] = (float)v; break;
-    case EQ_FP64: ((double *)buf)[i] = v; break;
-    }
-}
+static void set(eq_dtype dt, void *buf, size_t i, double v) { eq_buffer_set(dt, buf, (int64_t)i, v); }
 
 /* Small integers in [-8, 8]: with n <= 16 every partial sum is an integer below 256 in magnitude,
  * exact in bf16 and wider, so every order gives the exact sum; divided by a power of two n they
