@@ -35,6 +35,13 @@ done
 extra=$(ls -A "$run" | grep -vE '^(row_parallel-(bf16|fp32)-dp1-tp[14]\.h5|report\.(md|json))$')
 if [ -n "$extra" ]; then echo "FAIL: unexpected files in --out: $extra"; fail=1; fi
 
+# The same step run again writes byte-identical dumps (deterministic numerics, no timestamps).
+check "row_parallel tp4 run again" 0 "$equiv" --case row_parallel --tp 4 --out "$work/again"
+for f in "$run"/*.h5; do
+    if cmp -s "$f" "$work/again/$(basename "$f")"; then echo "ok: $(basename "$f") byte-identical on a rerun"
+    else echo "FAIL: $(basename "$f") differs on a rerun"; fail=1; fi
+done
+
 check "compare reproduces the run's verdict" 0 "$equiv" compare "$run/row_parallel-bf16-dp1-tp1.h5" \
     "$run/row_parallel-bf16-dp1-tp4.h5"
 check "bf16 row-parallel all-reduce is not bit-exact" 1 "$equiv" compare --expect bit_exact \

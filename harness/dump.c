@@ -95,7 +95,7 @@ static const char *const string_attr_names[N_STRING_ATTRS] = {
 static eq_status write_entry(hid_t group, hid_t bf16_type, const eq_capture_entry *e, const char *path)
 {
     eq_status st = EQ_OK;
-    hid_t space = H5I_INVALID_HID, dset = H5I_INVALID_HID;
+    hid_t space = H5I_INVALID_HID, dset = H5I_INVALID_HID, dcpl = H5I_INVALID_HID;
     const eq_tensor *t = &e->tensor;
     hsize_t dims[EQ_MAX_DIMS];
     if (t->ndim < 1 || t->ndim > EQ_MAX_DIMS || (unsigned)t->dtype >= EQ_DTYPE_COUNT ||
@@ -109,7 +109,10 @@ static eq_status write_entry(hid_t group, hid_t bf16_type, const eq_capture_entr
     hid_t mem_type = t->dtype == EQ_BF16 ? bf16_type : t->dtype == EQ_FP64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
     H5_TRY(space = H5Screate_simple(t->ndim, dims, NULL), EQ_ERR_IO,
            "cannot write dump %s: making the dataspace of %s failed", path, e->path);
-    H5_TRY(dset = H5Dcreate2(group, e->name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+    /* No modification times: two runs of the same step give byte-identical dumps (cmp works). */
+    H5_TRY(dcpl = H5Pcreate(H5P_DATASET_CREATE), EQ_ERR_IO, "cannot write dump %s: property list failed", path);
+    H5_TRY(H5Pset_obj_track_times(dcpl, 0), EQ_ERR_IO, "cannot write dump %s: property list failed", path);
+    H5_TRY(dset = H5Dcreate2(group, e->name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
            EQ_ERR_IO, "cannot write dump %s: creating dataset %s failed", path, e->path);
     if (eq_tensor_numel(t) > 0)
         H5_TRY(H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data), EQ_ERR_IO,
@@ -119,6 +122,7 @@ static eq_status write_entry(hid_t group, hid_t bf16_type, const eq_capture_entr
 cleanup:
     close_id(&dset);
     close_id(&space);
+    close_id(&dcpl);
     return st;
 }
 
@@ -141,7 +145,8 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
     fcpl = H5Pcreate(H5P_FILE_CREATE);
     gcpl = H5Pcreate(H5P_GROUP_CREATE);
     H5_TRY(fcpl < 0 || gcpl < 0 || H5Pset_link_creation_order(fcpl, order) < 0 ||
-                   H5Pset_link_creation_order(gcpl, order) < 0 ? -1 : 0,
+                   H5Pset_link_creation_order(gcpl, order) < 0 || H5Pset_obj_track_times(fcpl, 0) < 0 ||
+                   H5Pset_obj_track_times(gcpl, 0) < 0 ? -1 : 0,
            EQ_ERR_IO, "cannot write dump %s: setting up property lists failed", path);
     H5_TRY(file = H5Fcreate(af.temp_path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), EQ_ERR_IO,
            "cannot write dump %s: creating the file failed (does the folder exist, is it writable?)", path);
