@@ -15,6 +15,26 @@
 #include "reductions/collectives.h"
 
 /* Everything one run of one step needs. Borrowed, not owned. */
+/* Gradient conventions across data-parallel ranks. */
+typedef enum {
+    EQ_GRAD_AVG = 0, /* DDP's default: each rank's loss is its local mean; gradients AVG all-reduced */
+    EQ_GRAD_SUM = 1, /* each rank's partial normalised by the global count; gradients SUM all-reduced */
+} eq_grad_convention;
+const char *eq_grad_convention_name(eq_grad_convention c); /* "avg", "sum" */
+eq_status eq_grad_convention_parse(const char *name, eq_grad_convention *out);
+
+/* Bugs a run can carry on purpose (--inject), to show the comparison catches and names them. A
+ * model applies each where it says; the reference run never carries any. */
+typedef enum {
+    EQ_BUG_NONE = 0,
+    EQ_BUG_SKIP_ALLREDUCE = 1 << 0,  /* a row-parallel layer keeps rank 0's partial: no all-reduce */
+    EQ_BUG_SHARD_OFFSET = 1 << 1,    /* a column-parallel layer's rank r uses rank r+1's weight rows */
+    EQ_BUG_GRAD_AVG_TWICE = 1 << 2,  /* data-parallel gradients divided by dp a second time */
+} eq_bug;
+/* "skip_allreduce", "shard_offset", "grad_avg_twice" <-> flag; EQ_ERR_USAGE for an unknown name. */
+eq_status eq_bug_parse(const char *name, eq_bug *out);
+const char *eq_bug_name(eq_bug bug);
+
 typedef struct {
     const eq_case_size *size; /* the case's size section */
     eq_dtype dtype;
@@ -23,6 +43,8 @@ typedef struct {
     uint64_t seed;
     const eq_backend *backend;
     const eq_transport *transport;
+    eq_grad_convention grads;   /* how data-parallel gradients are normalised and reduced */
+    unsigned bugs;              /* eq_bug flags injected into this run */
 } eq_step;
 
 typedef struct {

@@ -29,3 +29,41 @@ eq_status eq_check_divides(const char *size_name, int64_t value, const char *lay
         return EQ_FAIL(EQ_ERR_USAGE, "%s=%d does not divide %s=%lld", layout_name, parts, size_name, (long long)value);
     return EQ_OK;
 }
+
+const char *eq_grad_convention_name(eq_grad_convention c) { return c == EQ_GRAD_SUM ? "sum" : "avg"; }
+
+eq_status eq_grad_convention_parse(const char *name, eq_grad_convention *out)
+{
+    if (strcmp(name, "avg") == 0) *out = EQ_GRAD_AVG;
+    else if (strcmp(name, "sum") == 0) *out = EQ_GRAD_SUM;
+    else return EQ_FAIL(EQ_ERR_USAGE, "unknown gradient convention '%s' (known: avg, sum)", name);
+    return EQ_OK;
+}
+
+static const struct {
+    eq_bug bug;
+    const char *name;
+} bug_names[] = {
+    {EQ_BUG_SKIP_ALLREDUCE, "skip_allreduce"},
+    {EQ_BUG_SHARD_OFFSET, "shard_offset"},
+    {EQ_BUG_GRAD_AVG_TWICE, "grad_avg_twice"},
+};
+
+eq_status eq_bug_parse(const char *name, eq_bug *out)
+{
+    for (size_t i = 0; i < sizeof bug_names / sizeof bug_names[0]; i++) {
+        if (strcmp(bug_names[i].name, name) == 0) {
+            *out = bug_names[i].bug;
+            return EQ_OK;
+        }
+    }
+    return EQ_FAIL(EQ_ERR_USAGE, "unknown bug '%s' to inject (known: skip_allreduce, shard_offset, grad_avg_twice)",
+                   name);
+}
+
+const char *eq_bug_name(eq_bug bug)
+{
+    for (size_t i = 0; i < sizeof bug_names / sizeof bug_names[0]; i++)
+        if (bug_names[i].bug == bug) return bug_names[i].name;
+    return "none";
+}

@@ -173,6 +173,96 @@ static void test_row_parallel_order(void)
         }
 }
 
+/* f(in, W) = sum_ij g_ij out_ij for a fixed g; the backward with dout = g gives df/din, df/dW. */
+static double linear_objective(int column, const eq_tensor *in, const eq_tensor *w, const eq_tensor *g)
+{
+    eq_tensor out;
+    eq_tensor_init_2d(&out, EQ_FP64, M, N);
+    eq_step s = make_step(EQ_FP64, 1, EQ_ALGO_SEQ);
+    if (column) eq_column_parallel_forward(&s, &out, in, w);
+    else eq_row_parallel_forward(&s, &out, in, w);
+    double f = 0;
+    for (int i = 0; i < M * N; i++) f += eq_tensor_get(g, i) * eq_tensor_get(&out, i);
+    eq_tensor_free(&out);
+    return f;
+}
+
+/* Largest |analytic - central difference| / max(1, |analytic|) over every element of x. With
+ * h = 1e-6 the difference quotient of this bilinear f is exact up to cancellation, ~1e-10. */
+static double worst_fd_error(int column, eq_tensor *in, eq_tensor *w, const eq_tensor *g, eq_tensor *x,
+                             const eq_tensor *grad)
+{
+    const double h = 1e-6;
+    double worst = 0;
+    for (int64_t i = 0; i < eq_tensor_numel(x); i++) {
+        double v = eq_tensor_get(x, i);
+        eq_tensor_set(x, i, v + h);
+        double up = linear_objective(column, in, w, g);
+        eq_tensor_set(x, i, v - h);
+        double down = linear_objective(column, in, w, g);
+        eq_tensor_set(x, i, v);
+        double fd = (up - down) / (2 * h), an = eq_tensor_get(grad, i);
+        double err = fabs(an - fd) / fmax(1.0, fabs(an));
+        if (err > worst) worst = err;
+    }
+    return worst;
+}
+
+static void test_backward_finite_differences(void)
+{
+    for (int column = 0; column <= 1; column++) {
+        eq_tensor in, w, g, din, dw;
+        make_operands(EQ_FP64, &in, &w, &g); /* g: a third random [M, N] tensor as dout */
+        eq_rng_fill_normal(&g, 6, "g", 1.0);
+        eq_tensor_init_2d(&din, EQ_FP64, M, K);
+        eq_tensor_init_2d(&dw, EQ_FP64, N, K);
+        for (int tp = 1; tp <= 4; tp *= 2) {
+            eq_step s = make_step(EQ_FP64, tp, EQ_ALGO_RING);
+            if (column) EQ_EXPECT_OK(eq_column_parallel_backward(&s, &din, &dw, &g, &in, &w));
+            else EQ_EXPECT_OK(eq_row_parallel_backward(&s, &din, &dw, &g, &in, &w));
+            double e_in = worst_fd_error(column, &in, &w, &g, &in, &din);
+            double e_w = worst_fd_error(column, &in, &w, &g, &w, &dw);
+            EQ_EXPECT(e_in < 1e-7 && e_w < 1e-7, "%s-parallel tp=%d backward vs FD: din %.2e, dW %.2e",
+                      column ? "column" : "row", tp, e_in, e_w);
+        }
+        /* A planted error in the analytic gradient is seen by the same check. */
+        eq_tensor_set(&dw, 3, eq_tensor_get(&dw, 3) + 1e-3);
+        EQ_EXPECT(worst_fd_error(column, &in, &w, &g, &w, &dw) > 1e-4, "planted dW error missed");
+        eq_tensor_free(&in), eq_tensor_free(&w), eq_tensor_free(&g), eq_tensor_free(&din), eq_tensor_free(&dw);
+    }
+}
+
+/* Under tp, weight gradients and the row-parallel input gradient are computed by exactly one rank
+ * with the whole reduction: bit-exact against tp = 1 in fp32. The column-parallel input gradient
+ * goes through an all-reduce: different order, and it stays within gamma_K of the fp64 value. */
+static void test_backward_under_tp(void)
+{
+    for (int column = 0; column <= 1; column++) {
+        eq_tensor in, w, g, din1, dw1, din, dw;
+        make_operands(EQ_FP32, &in, &w, &g);
+        eq_rng_fill_normal(&g, 6, "g", 1.0);
+        eq_tensor_init_2d(&din1, EQ_FP32, M, K), eq_tensor_init_2d(&dw1, EQ_FP32, N, K);
+        eq_tensor_init_2d(&din, EQ_FP32, M, K), eq_tensor_init_2d(&dw, EQ_FP32, N, K);
+        eq_step s1 = make_step(EQ_FP32, 1, EQ_ALGO_RING);
+        if (column) EQ_EXPECT_OK(eq_column_parallel_backward(&s1, &din1, &dw1, &g, &in, &w));
+        else EQ_EXPECT_OK(eq_row_parallel_backward(&s1, &din1, &dw1, &g, &in, &w));
+        for (int tp = 2; tp <= 4; tp *= 2) {
+            eq_step s = make_step(EQ_FP32, tp, EQ_ALGO_RING);
+            if (column) EQ_EXPECT_OK(eq_column_parallel_backward(&s, &din, &dw, &g, &in, &w));
+            else EQ_EXPECT_OK(eq_row_parallel_backward(&s, &din, &dw, &g, &in, &w));
+            EQ_EXPECT(memcmp(dw.data, dw1.data, eq_tensor_bytes(&dw)) == 0, "%s dW tp=%d not bit-exact",
+                      column ? "column" : "row", tp);
+            if (!column)
+                EQ_EXPECT(memcmp(din.data, din1.data, eq_tensor_bytes(&din)) == 0, "row din tp=%d not bit-exact", tp);
+            double worst = 0;
+            for (int i = 0; i < M * K; i++) worst = fmax(worst, fabs(eq_tensor_get(&din, i) - eq_tensor_get(&din1, i)));
+            EQ_EXPECT(worst < 1e-5, "%s din tp=%d differs by %g", column ? "column" : "row", tp, worst);
+        }
+        eq_tensor_free(&in), eq_tensor_free(&w), eq_tensor_free(&g);
+        eq_tensor_free(&din1), eq_tensor_free(&dw1), eq_tensor_free(&din), eq_tensor_free(&dw);
+    }
+}
+
 static void test_batch_shards(void)
 {
     eq_tensor full, local, back;
@@ -201,5 +291,7 @@ int main(int argc, char **argv)
     test_column_parallel_bit_exact();
     test_row_parallel_order();
     test_batch_shards();
+    test_backward_finite_differences();
+    test_backward_under_tp();
     return eq_test_finish("parallel_linear_test");
 }
