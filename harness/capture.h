@@ -37,6 +37,8 @@ typedef struct {
     char backend[EQ_NAME_MAX];   /* "cpu" */
     uint64_t seed;
     char version[EQ_NAME_MAX];   /* equiv's version */
+    char grads[EQ_NAME_MAX];     /* data-parallel gradient convention: "avg", "sum" */
+    char injected[EQ_NAME_MAX];  /* bugs planted on purpose ("none", "skip_allreduce", ...) */
 } eq_run_meta;
 
 typedef struct {

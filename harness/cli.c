@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "equiv_config.h"
+#include "models/model.h"
 
 void eq_cli_print_help(void)
 {
@@ -24,6 +25,9 @@ void eq_cli_print_help(void)
            "  --algo A           all-reduce order and rounding: ring (NCCL, default), tree, fp32acc, seq\n"
            "  --size S           ci (default, seconds) or docs (the source documents' shapes)\n"
            "  --seed N           seed of the counter-based RNG (default 1234)\n"
+           "  --grads C          data-parallel gradient convention: avg (DDP, default) or sum\n"
+           "  --inject BUG       plant a bug in the layout's run (not the reference), to see it caught:\n"
+           "                     skip_allreduce, shard_offset, grad_avg_twice (repeatable)\n"
            "  --backend B        cpu (default)\n"
            "  --transport T      sim (default: every rank in this process, collectives emulated)\n"
            "compare options:\n"

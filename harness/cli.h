@@ -22,6 +22,8 @@ typedef struct {
     uint64_t seed;
     const char *backend;
     const char *transport;
+    int grads;                         /* eq_grad_convention (models/model.h) */
+    unsigned bugs;                     /* eq_bug flags to inject into the layout's run, never the reference */
     /* compare */
     const char *compare_paths[2];
     int has_expect;

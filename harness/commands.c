@@ -128,6 +128,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     }
     spec.step.algo = cli->algo;
     spec.step.seed = cli->seed;
+    spec.step.grads = (eq_grad_convention)cli->grads;
     if (cli->all_dtypes) {
         memcpy(dtypes, kase->dtypes, sizeof dtypes);
         n_dtypes = kase->n_dtypes;
@@ -158,9 +159,11 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     for (int i = 0; i < n_dtypes; i++) {
         spec.step.dtype = dtypes[i];
         spec.step.layout = (eq_layout){1, 1};
+        spec.step.bugs = EQ_BUG_NONE; /* the reference never carries an injected bug */
         EQ_TRY(run_and_dump(cli, &spec, &ref));
         for (int j = 0; j < n_layouts; j++) {
             spec.step.layout = layouts[j];
+            spec.step.bugs = cli->bugs;
             EQ_TRY(run_and_dump(cli, &spec, &test));
             eq_expect expect = eq_case_expectation(kase, dtypes[i], layouts[j]);
             EQ_TRY(eq_compare_captures(&ref, &test, &tols[dtypes[i]], expect, &cmps[n_cmps]));

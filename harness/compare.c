@@ -119,6 +119,16 @@ eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const 
     int64_t n_finite = 0, above[EQ_N_THRESHOLDS] = {0}, n_ref_finite = 0;
     double sum_abs = 0.0, sum_d2 = 0.0, sum_r2 = 0.0, sum_t2 = 0.0, sum_tr = 0.0;
     double ref_mean = 0.0, ref_m2 = 0.0; /* Welford's running mean and sum of squared deviations */
+    double atol = tol->atol;
+    if (tol->atol_scale == EQ_ATOL_REF_RMS) { /* atol in units of the reference's RMS (finite values) */
+        double sum_sq = 0.0;
+        int64_t n_sq = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double r = eq_tensor_get(ref, i);
+            if (isfinite(r)) sum_sq += r * r, n_sq++;
+        }
+        atol *= n_sq > 0 ? sqrt(sum_sq / (double)n_sq) : 0.0;
+    }
     for (int64_t i = 0; i < n; i++) {
         double r = eq_tensor_get(ref, i), t = eq_tensor_get(test, i);
         if (bits_differ(ref, test, i)) out->n_differ++;
@@ -154,7 +164,7 @@ eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const 
         }
         for (int k = 0; k < EQ_N_THRESHOLDS; k++) above[k] += d > eq_thresholds[k];
         if (ulps > out->max_ulp) out->max_ulp = ulps;
-        double bound = tol->atol + tol->rtol * fabs(r);
+        double bound = atol + tol->rtol * fabs(r);
         double ratio = bound > 0.0 ? d / bound : INFINITY;
         if (d > bound) out->n_outside++;
         if (ratio > out->max_tol_ratio) out->max_tol_ratio = ratio;

@@ -9,9 +9,9 @@
 #include "harness/testing.h"
 
 /* seed 002 section 7 */
-static const eq_tolerance tol_fp32 = {"fp32_1_layer", 1e-3, 1e-3, "seed 002 section 7"};
-static const eq_tolerance tol_bf16 = {"bf16_28_layers", 0.15, 0.0, "seed 002 section 7"};
-static const eq_tolerance tol_zero = {"zero", 0.0, 0.0, "bit-exact"};
+static const eq_tolerance tol_fp32 = {"fp32_1_layer", 1e-3, 1e-3, "seed 002 section 7", EQ_ATOL_ABSOLUTE};
+static const eq_tolerance tol_bf16 = {"bf16_28_layers", 0.15, 0.0, "seed 002 section 7", EQ_ATOL_ABSOLUTE};
+static const eq_tolerance tol_zero = {"zero", 0.0, 0.0, "bit-exact", EQ_ATOL_ABSOLUTE};
 
 #define EXPECT_NEAR(got, want, rel)                                                   \
     EQ_EXPECT(fabs((got) - (want)) <= (rel) * fabs(want), "%s = %.17g, want %.17g", #got, \
@@ -382,8 +382,30 @@ static void test_captures(void)
     eq_capture_free(&ref);
 }
 
+/* scale = ref_rms: ref {3, 4} has RMS sqrt(12.5) = 3.5355; atol 0.1 becomes 0.35355, so a
+ * difference of 0.3 is within and 0.4 is outside, where an absolute atol of 0.1 refuses both. */
+static void test_rms_scaled_tolerance(void)
+{
+    const eq_tolerance rms_tol = {"rms", 0.1, 0.0, "test", EQ_ATOL_REF_RMS};
+    const eq_tolerance abs_tol = {"abs", 0.1, 0.0, "test", EQ_ATOL_ABSOLUTE};
+    const double r[2] = {3, 4}, near[2] = {3.3, 4}, far[2] = {3, 4.4};
+    eq_tensor ref, t_near, t_far;
+    make_1d(&ref, EQ_FP64, r, 2);
+    make_1d(&t_near, EQ_FP64, near, 2);
+    make_1d(&t_far, EQ_FP64, far, 2);
+    eq_metrics m = compare(&ref, &t_near, &rms_tol);
+    EQ_EXPECT(m.n_outside == 0 && fabs(m.max_tol_ratio - 0.3 / (0.1 * sqrt(12.5))) < 1e-12, "0.3 under rms: ratio %g",
+              m.max_tol_ratio);
+    m = compare(&ref, &t_far, &rms_tol);
+    EQ_EXPECT(m.n_outside == 1, "0.4 under rms: %lld outside", (long long)m.n_outside);
+    m = compare(&ref, &t_near, &abs_tol);
+    EQ_EXPECT(m.n_outside == 1, "0.3 under absolute 0.1: %lld outside", (long long)m.n_outside);
+    eq_tensor_free(&ref), eq_tensor_free(&t_near), eq_tensor_free(&t_far);
+}
+
 int main(void)
 {
+    test_rms_scaled_tolerance();
     test_hand_computed();
     test_median_large();
     test_ulp_at_scale();

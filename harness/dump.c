@@ -88,9 +88,9 @@ static herr_t write_number_attr(hid_t obj, const char *name, hid_t file_type, hi
 }
 
 /* The root attributes that are strings, in the order they are written. */
-#define N_STRING_ATTRS 8
+#define N_STRING_ATTRS 10
 static const char *const string_attr_names[N_STRING_ATTRS] = {
-    "case", "model", "size", "dtype", "transport", "algorithm", "backend", "version"};
+    "case", "model", "size", "dtype", "transport", "algorithm", "backend", "version", "grads", "injected"};
 
 static eq_status write_entry(hid_t group, hid_t bf16_type, const eq_capture_entry *e, const char *path)
 {
@@ -136,7 +136,7 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
     const eq_run_meta *m = &cap->meta;
     const char *string_attr_values[N_STRING_ATTRS] = {
         m->case_name, m->model, m->size, eq_dtype_name(m->dtype), m->transport, m->algorithm, m->backend,
-        m->version};
+        m->version, m->grads, m->injected};
 
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are reported once, through EQ_FAIL */
     EQ_TRY(eq_atomic_begin(&af, path, 0));
@@ -271,7 +271,7 @@ static eq_status read_meta(hid_t file, const char *path, eq_run_meta *m)
     eq_status st = EQ_OK;
     char dtype_name[EQ_NAME_MAX];
     char *dests[N_STRING_ATTRS] = {m->case_name, m->model, m->size, dtype_name, m->transport, m->algorithm,
-                                   m->backend, m->version};
+                                   m->backend, m->version, m->grads, m->injected};
     for (int i = 0; i < N_STRING_ATTRS; i++)
         EQ_TRY(read_attr(file, path, "the root group", string_attr_names[i], H5T_STRING, H5I_INVALID_HID,
                          dests[i], EQ_NAME_MAX));

@@ -1,7 +1,7 @@
 /* HDF5 dumps: one file per run.
  *
  *   /                     root attributes: case, model, size, dtype, dp, tp, transport, algorithm,
- *                         backend, seed, version (strings, except dp, tp: int, seed: uint64)
+ *                         backend, seed, version, grads, injected (strings, except dp, tp: int, seed: uint64)
  *   /bfloat16             named datatype: 16-bit float, sign bit 15, exponent 7..14 (bias 127),
  *                         mantissa 0..6, so h5dump, h5diff and h5py read bf16 data as floats
  *   /layers/NN/<name>     one dataset per captured tensor, full shape, in the run's dtype;

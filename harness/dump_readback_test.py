@@ -14,7 +14,8 @@ import sys
 import h5py
 import numpy as np
 
-STRING_ATTRS = ("case", "model", "size", "dtype", "transport", "algorithm", "backend", "version")
+STRING_ATTRS = ("case", "model", "size", "dtype", "transport", "algorithm", "backend", "version", "grads",
+                "injected")
 CASES = ("column_parallel", "row_parallel")
 ROLES = {"input": "input", "weight": "param", "out": "activation"}
 

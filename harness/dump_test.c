@@ -35,6 +35,8 @@ static void set_meta(eq_run_meta *m, eq_dtype dtype)
     snprintf(m->backend, sizeof m->backend, "cpu");
     m->seed = 0xfedcba9876543210ull; /* above INT64_MAX: must survive as unsigned */
     snprintf(m->version, sizeof m->version, "0.1.0-test");
+    snprintf(m->grads, sizeof m->grads, "sum");
+    snprintf(m->injected, sizeof m->injected, "skip_allreduce+grad_avg_twice");
 }
 
 /* Adds a tensor of the given shape whose raw elements are `bits` (as many as the shape holds). */
@@ -98,6 +100,8 @@ static void expect_same_meta(const eq_run_meta *want, const eq_run_meta *got)
     EQ_EXPECT(strcmp(want->backend, got->backend) == 0, "backend '%s'", got->backend);
     EQ_EXPECT_EQ_U64(got->seed, want->seed);
     EQ_EXPECT(strcmp(want->version, got->version) == 0, "version '%s'", got->version);
+    EQ_EXPECT(strcmp(want->grads, got->grads) == 0, "grads '%s'", got->grads);
+    EQ_EXPECT(strcmp(want->injected, got->injected) == 0, "injected '%s'", got->injected);
 }
 
 /* Same entries in the same order, every element bit for bit. */

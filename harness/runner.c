@@ -40,6 +40,13 @@ static void fill_meta(const eq_run_spec *spec, eq_run_meta *m)
     snprintf(m->backend, sizeof m->backend, "%s", spec->step.backend->name);
     m->seed = spec->step.seed;
     snprintf(m->version, sizeof m->version, "%s", EQUIV_VERSION);
+    snprintf(m->grads, sizeof m->grads, "%s", eq_grad_convention_name(spec->step.grads));
+    m->injected[0] = '\0';
+    for (unsigned bit = 1; bit != 0 && bit <= spec->step.bugs; bit <<= 1)
+        if (spec->step.bugs & bit)
+            snprintf(m->injected + strlen(m->injected), sizeof m->injected - strlen(m->injected), "%s%s",
+                     m->injected[0] ? "+" : "", eq_bug_name((eq_bug)bit));
+    if (m->injected[0] == '\0') snprintf(m->injected, sizeof m->injected, "none");
 }
 
 eq_status eq_run(const eq_run_spec *spec, eq_capture *out)

@@ -15,7 +15,7 @@
 #include <string.h>
 
 /* Keys every entry must hold, as bits of tol_entry_state.keys_seen. */
-enum { KEY_ATOL = 1, KEY_RTOL = 2, KEY_SOURCE = 4, KEY_ALL = 7 };
+enum { KEY_ATOL = 1, KEY_RTOL = 2, KEY_SOURCE = 4, KEY_ALL = 7, KEY_SCALE = 8 /* optional */ };
 
 typedef struct {
     int header_line; /* line of the [name] heading */
@@ -140,9 +140,10 @@ static int handle_key(void *user, const char *section, const char *name, const c
     int key = strcmp(name, "atol") == 0     ? KEY_ATOL
               : strcmp(name, "rtol") == 0   ? KEY_RTOL
               : strcmp(name, "source") == 0 ? KEY_SOURCE
+              : strcmp(name, "scale") == 0  ? KEY_SCALE
                                             : 0;
     if (key == 0) {
-        note_error(p, p->line, "unknown key '%s' in [%s] (known: atol, rtol, source)", name, section);
+        note_error(p, p->line, "unknown key '%s' in [%s] (known: atol, rtol, source, scale)", name, section);
         return 0;
     }
     if (s->keys_seen & key) { /* also what an indented continuation line looks like to inih */
@@ -158,6 +159,15 @@ static int handle_key(void *user, const char *section, const char *name, const c
             return 0;
         }
         snprintf(e->source, sizeof e->source, "%s", value);
+        return 1;
+    }
+    if (key == KEY_SCALE) {
+        if (strcmp(value, "absolute") == 0) e->atol_scale = EQ_ATOL_ABSOLUTE;
+        else if (strcmp(value, "ref_rms") == 0) e->atol_scale = EQ_ATOL_REF_RMS;
+        else {
+            note_error(p, p->line, "scale = '%s' in [%s] (want absolute or ref_rms)", value, section);
+            return 0;
+        }
         return 1;
     }
     double number;

@@ -8,7 +8,12 @@
  *   rtol = 0
  *   source = seed 002 section 7: test_tp_vs_dp_equivalence, bf16, 28 layers
  *
- * A case names which entry each dtype uses, and what it expects of each comparison. */
+ * An optional `scale = ref_rms` makes atol relative to the reference tensor's root mean square,
+ * for tensors whose scale depends on the step (gradients shrink with the loss's 1/count):
+ * |d| <= atol * rms(ref) + rtol*|ref|. The default is `scale = absolute`.
+ *
+ * A case names which entry each dtype (and each dtype's gradients) uses, and what it expects of
+ * each comparison. */
 #ifndef EQUIV_HARNESS_TOLERANCE_H
 #define EQUIV_HARNESS_TOLERANCE_H
 
@@ -18,10 +23,13 @@
 #define EQ_TOL_SOURCE_MAX 256
 #define EQ_TOL_MAX_ENTRIES 64
 
+typedef enum { EQ_ATOL_ABSOLUTE = 0, EQ_ATOL_REF_RMS = 1 } eq_atol_scale;
+
 typedef struct {
     char name[EQ_TOL_NAME_MAX];
     double atol, rtol;
     char source[EQ_TOL_SOURCE_MAX];
+    eq_atol_scale atol_scale; /* EQ_ATOL_ABSOLUTE unless the entry says scale = ref_rms */
 } eq_tolerance;
 
 typedef struct {

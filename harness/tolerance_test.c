@@ -77,6 +77,15 @@ static void test_malformed(void)
     EQ_EXPECT(table.count == 1 && table.entries[0].atol == 1e-3, "good file read as %d entries", table.count);
     unlink(path);
 
+    /* scale = ref_rms makes atol relative to the reference's RMS; absolute is the default. */
+    const char *scaled = "[g]\natol = 0.01\nrtol = 0\nsource = s\nscale = ref_rms\n[h]\natol = 1\nrtol = 0\nsource = s\n";
+    EQ_EXPECT_OK(eq_tolerance_load(write_temp("scaled.ini", scaled, path, sizeof path), &table));
+    EQ_EXPECT(table.count == 2 && table.entries[0].atol_scale == EQ_ATOL_REF_RMS &&
+                  table.entries[1].atol_scale == EQ_ATOL_ABSOLUTE,
+              "scale keys read as %d, %d", (int)table.entries[0].atol_scale, (int)table.entries[1].atol_scale);
+    unlink(path);
+    expect_refused("bad_scale.ini", "[a]\natol = 1\nrtol = 0\nsource = s\nscale = relative\n", 5, "ref_rms");
+
     expect_refused("missing_atol.ini", "# no atol\n[a]\nrtol = 0\nsource = s\n", 2, "no atol");
     expect_refused("missing_source.ini", "[a]\natol = 1\nrtol = 0\n\n[b]\natol = 1\nrtol = 1\nsource = s\n",
                    1, "no source");

@@ -49,7 +49,7 @@ static void add(eq_capture *cap, int layer, const char *name, eq_role role, doub
  * the gradient and loss identical. */
 static void build_row_parallel(eq_comparison *c)
 {
-    static const eq_tolerance fp32_1_layer = {"fp32_1_layer", 1e-3, 1e-3, "seed 002 section 7"};
+    static const eq_tolerance fp32_1_layer = {"fp32_1_layer", 1e-3, 1e-3, "seed 002 section 7", EQ_ATOL_ABSOLUTE};
     eq_capture ref, test;
     eq_capture_init(&ref);
     eq_capture_init(&test);
@@ -74,7 +74,7 @@ static void build_row_parallel(eq_comparison *c)
  * expects; its max_tol_ratio is infinite, which JSON must carry as "Infinity". */
 static void build_zero_tolerance(eq_comparison *c)
 {
-    static const eq_tolerance zero = {"zero", 0.0, 0.0, "bit-exact by construction"};
+    static const eq_tolerance zero = {"zero", 0.0, 0.0, "bit-exact by construction", EQ_ATOL_ABSOLUTE};
     eq_capture ref, test;
     eq_capture_init(&ref);
     eq_capture_init(&test);
