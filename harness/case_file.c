@@ -147,12 +147,16 @@ static int parse_size_key(parse_state *ps, const char *size_name, const char *na
 static int parse_tolerance_key(parse_state *ps, const char *name, const char *value)
 {
     eq_dtype dt;
-    if (eq_dtype_parse(name, &dt) != EQ_OK) {
+    char dtype_name[EQ_CASE_KEY_MAX];
+    snprintf(dtype_name, sizeof dtype_name, "%.*s", (int)strcspn(name, "."), name);
+    const char *role = name + strlen(dtype_name); /* "" or ".grad" */
+    if (eq_dtype_parse(dtype_name, &dt) != EQ_OK || (role[0] != '\0' && strcmp(role, ".grad") != 0)) {
         eq_error_clear();
-        snprintf(ps->error, sizeof ps->error, "[tolerance] key '%s' is not a dtype", name);
+        snprintf(ps->error, sizeof ps->error, "[tolerance] key '%s' is not a dtype or dtype.grad", name);
         return 0;
     }
-    return copy_key(ps->c->tolerance[dt], value, ps, "tolerance entry");
+    char *slot = role[0] ? ps->c->grad_tolerance[dt] : ps->c->tolerance[dt];
+    return copy_key(slot, value, ps, "tolerance entry");
 }
 
 static int parse_expect_key(parse_state *ps, const char *name, const char *value)

@@ -14,6 +14,7 @@
  *   [tolerance]                         ; golden/tolerances.ini entry per dtype
  *   bf16 = bf16_28_layers
  *   fp32 = fp32_1_layer
+ *   bf16.grad = ...                     ; optional: the entry for gradients (default: the dtype's)
  *
  *   [expect]                            ; most specific key wins: bf16.dp1-tp4, dp1-tp4, bf16, default
  *   default = within
@@ -69,7 +70,8 @@ typedef struct {
     int n_layouts;
     eq_case_size sizes[EQ_CASE_MAX_SIZES];
     int n_sizes;
-    char tolerance[EQ_DTYPE_COUNT][EQ_CASE_KEY_MAX]; /* by eq_dtype; "" if none */
+    char tolerance[EQ_DTYPE_COUNT][EQ_CASE_KEY_MAX];      /* by eq_dtype; "" if none */
+    char grad_tolerance[EQ_DTYPE_COUNT][EQ_CASE_KEY_MAX]; /* by eq_dtype; "" = use tolerance[] */
     eq_case_expect expects[EQ_CASE_MAX_EXPECT];
     int n_expects;
 } eq_case;

@@ -79,7 +79,13 @@ int main(void)
     EQ_EXPECT(eq_case_expectation(&c, EQ_FP32, (eq_layout){1, 2}) == EQ_EXPECT_WITHIN, "default key");
     EQ_EXPECT(eq_case_expectation(&c, EQ_FP32, (eq_layout){1, 1}) == EQ_EXPECT_BIT_EXACT, "reference");
 
+    /* A gradient tolerance entry per dtype. */
+    EQ_EXPECT_OK(eq_case_load(write_case("grads", GOOD_HEAD GOOD_SIZE GOOD_TOL "bf16.grad = bf16_grads\n"), &c));
+    EQ_EXPECT(strcmp(c.grad_tolerance[EQ_BF16], "bf16_grads") == 0 && c.grad_tolerance[EQ_FP32][0] == '\0',
+              "grad tolerances '%s' '%s'", c.grad_tolerance[EQ_BF16], c.grad_tolerance[EQ_FP32]);
+
     /* Malformed files. */
+    expect_malformed("bad_tolerance_role", GOOD_HEAD GOOD_SIZE GOOD_TOL "bf16.act = x\n", "dtype.grad");
     expect_malformed("syntax", GOOD_HEAD "[size.ci\nseq = 4\n", "syntax");
     expect_malformed("unknown_section", GOOD_HEAD GOOD_SIZE GOOD_TOL "[extras]\na = 1\n", "unknown section");
     expect_malformed("unknown_key", GOOD_HEAD "colour = red\n" GOOD_SIZE GOOD_TOL, "unknown key");

@@ -105,7 +105,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     eq_case *kase = calloc(1, sizeof *kase);
     eq_tolerance_table *table = calloc(1, sizeof *table);
     eq_comparison cmps[MAX_COMPARISONS];
-    eq_tolerance tols[EQ_DTYPE_COUNT];
+    eq_tolerance tols[EQ_DTYPE_COUNT], grad_tols[EQ_DTYPE_COUNT];
     eq_capture ref = {0}, test = {0};
     eq_layout layouts[EQ_CASE_MAX_LAYOUTS];
     eq_dtype dtypes[EQ_DTYPE_COUNT];
@@ -144,6 +144,9 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
             goto cleanup;
         }
         EQ_TRY(find_tolerance(table, kase->tolerance[dtypes[i]], who, tolerances_path, &tols[dtypes[i]]));
+        const char *grad_entry = kase->grad_tolerance[dtypes[i]];
+        EQ_TRY(find_tolerance(table, grad_entry[0] ? grad_entry : kase->tolerance[dtypes[i]], who, tolerances_path,
+                              &grad_tols[dtypes[i]]));
         for (int j = 0; j < n_layouts; j++) {
             spec.step.dtype = dtypes[i];
             spec.step.layout = layouts[j];
@@ -166,7 +169,8 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
             spec.step.bugs = cli->bugs;
             EQ_TRY(run_and_dump(cli, &spec, &test));
             eq_expect expect = eq_case_expectation(kase, dtypes[i], layouts[j]);
-            EQ_TRY(eq_compare_captures(&ref, &test, &tols[dtypes[i]], expect, &cmps[n_cmps]));
+            EQ_TRY(eq_compare_captures_by_role(&ref, &test, &tols[dtypes[i]], &grad_tols[dtypes[i]], expect,
+                                               &cmps[n_cmps]));
             n_cmps++;
             eq_capture_free(&test);
         }
@@ -220,11 +224,14 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     if (entry == NULL && known_case && kase->tolerance[ref.meta.dtype][0] != '\0') entry = kase->tolerance[ref.meta.dtype];
     if (entry == NULL) entry = default_tolerance_entry(ref.meta.dtype);
     EQ_TRY(find_tolerance(table, entry, cli->tolerance_name ? "--tolerance" : "the comparison", tolerances_path, &tol));
+    eq_tolerance grad_tol = tol;
+    if (cli->tolerance_name == NULL && known_case && kase->grad_tolerance[ref.meta.dtype][0] != '\0')
+        EQ_TRY(find_tolerance(table, kase->grad_tolerance[ref.meta.dtype], "the case", tolerances_path, &grad_tol));
     eq_expect expect = EQ_EXPECT_WITHIN;
     if (cli->has_expect) expect = cli->expect;
     else if (known_case) expect = eq_case_expectation(kase, ref.meta.dtype, (eq_layout){test.meta.dp, test.meta.tp});
 
-    EQ_TRY(eq_compare_captures(&ref, &test, &tol, expect, &cmp));
+    EQ_TRY(eq_compare_captures_by_role(&ref, &test, &tol, &grad_tol, expect, &cmp));
     have_cmp = 1;
     if (cli->out_dir) EQ_TRY(eq_ensure_dir(cli->out_dir));
     EQ_TRY(write_reports(cli, &cmp, 1));

@@ -293,14 +293,21 @@ static eq_status check_paths(const eq_capture *have, const char *have_name, cons
 eq_status eq_compare_captures(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
                               eq_expect expect, eq_comparison *out)
 {
+    return eq_compare_captures_by_role(ref, test, tol, tol, expect, out);
+}
+
+eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
+                                      const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out)
+{
     eq_status st = EQ_OK;
     memset(out, 0, sizeof *out);
-    if (tol == NULL) return EQ_FAIL(EQ_ERR_INTERNAL, "eq_compare_captures without a tolerance");
+    if (tol == NULL || grad_tol == NULL) return EQ_FAIL(EQ_ERR_INTERNAL, "eq_compare_captures without a tolerance");
     EQ_TRY(check_paths(ref, "reference", test, "test run"));
     EQ_TRY(check_paths(test, "test run", ref, "reference"));
     out->ref_meta = ref->meta;
     out->test_meta = test->meta;
     out->tol = *tol;
+    out->grad_tol = *grad_tol;
     out->expect = expect;
     out->results = calloc((size_t)(ref->count > 0 ? ref->count : 1), sizeof *out->results);
     if (out->results == NULL) {
@@ -315,7 +322,7 @@ eq_status eq_compare_captures(const eq_capture *ref, const eq_capture *test, con
         snprintf(res->name, sizeof res->name, "%s", r->name);
         res->layer = r->layer;
         res->role = r->role;
-        EQ_TRY(eq_compare_tensors(&r->tensor, &t->tensor, tol, &res->m));
+        EQ_TRY(eq_compare_tensors(&r->tensor, &t->tensor, r->role == EQ_ROLE_GRAD ? grad_tol : tol, &res->m));
         /* Inputs are identical by construction and parameters are initialised as the full master
          * tensor then sliced (seed 002 section 1): any difference there is a harness bug. */
         res->expect = (r->role == EQ_ROLE_INPUT || r->role == EQ_ROLE_PARAM) ? EQ_EXPECT_BIT_EXACT : expect;

@@ -64,7 +64,8 @@ typedef struct {
 
 typedef struct {
     eq_run_meta ref_meta, test_meta;
-    eq_tolerance tol;
+    eq_tolerance tol;         /* activations and losses (and inputs, params: bit_exact anyway) */
+    eq_tolerance grad_tol;    /* gradients; the same entry as tol unless the case names one */
     eq_expect expect;         /* for activations, gradients and losses */
     eq_tensor_result *results; /* one per tensor, in the reference's capture order */
     int count;
@@ -75,6 +76,9 @@ typedef struct {
  * the same paths with the same shapes and dtypes (EQ_ERR_INPUT naming the first that differs). */
 eq_status eq_compare_captures(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
                               eq_expect expect, eq_comparison *out);
+/* The same, with gradients (role grad) judged by grad_tol. */
+eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
+                                      const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out);
 void eq_comparison_free(eq_comparison *c);
 
 #endif
