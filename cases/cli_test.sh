@@ -29,10 +29,10 @@ check "row_parallel tp4 run" 0 "$equiv" --case row_parallel --tp 4 --out "$run"
 expect_output "per-layer table printed" '^\| *Layer *\|'
 expect_output "summary line printed" 'as expected'
 for f in row_parallel-bf16-dp1-tp1.h5 row_parallel-bf16-dp1-tp4.h5 row_parallel-fp32-dp1-tp1.h5 \
-         row_parallel-fp32-dp1-tp4.h5 report.md report.json; do
+         row_parallel-fp32-dp1-tp4.h5 report.md report.json report.html; do
     if [ -s "$run/$f" ]; then echo "ok: wrote $f"; else echo "FAIL: $f missing"; fail=1; fi
 done
-extra=$(ls -A "$run" | grep -vE '^(row_parallel-(bf16|fp32)-dp1-tp[14]\.h5|report\.(md|json))$')
+extra=$(ls -A "$run" | grep -vE '^(row_parallel-(bf16|fp32)-dp1-tp[14]\.h5|report\.(md|json|html))$')
 if [ -n "$extra" ]; then echo "FAIL: unexpected files in --out: $extra"; fail=1; fi
 
 # The same step run again writes byte-identical dumps (deterministic numerics, no timestamps).

@@ -34,8 +34,8 @@ void eq_cli_print_help(void)
            "  --expect E         bit_exact, within (default), differs, must_fail\n"
            "  --tolerance NAME   entry of the tolerance file (default: the case's entry for the dtype)\n"
            "common options:\n"
-           "  --out DIR          write the dumps (.h5), report.md and report.json there\n"
-           "  --format F         md (default) or json on standard output\n"
+           "  --out DIR          write the dumps (.h5), report.md, report.json and report.html there\n"
+           "  --format F         md (default), json or html on standard output\n"
            "  --cases-dir DIR    where case files live (default: the source tree's cases/)\n"
            "  --tolerances FILE  tolerance table (default: golden/tolerances.ini)\n"
            "  -v, --verbose      progress on standard error\n"
@@ -60,7 +60,8 @@ static eq_status parse_format(const char *text, eq_format *out)
 {
     if (strcmp(text, "md") == 0 || strcmp(text, "markdown") == 0) *out = EQ_FORMAT_MARKDOWN;
     else if (strcmp(text, "json") == 0) *out = EQ_FORMAT_JSON;
-    else return EQ_FAIL(EQ_ERR_USAGE, "unknown format '%s' (known: md, json)", text);
+    else if (strcmp(text, "html") == 0) *out = EQ_FORMAT_HTML;
+    else return EQ_FAIL(EQ_ERR_USAGE, "unknown format '%s' (known: md, json, html)", text);
     return EQ_OK;
 }
 
@@ -84,6 +85,14 @@ static eq_status parse_option(eq_cli *cli, const char *opt, const char *val)
     else if (strcmp(opt, "--seed") == 0) {
         st = parse_int(opt, val, 0, INT64_MAX, &v);
         cli->seed = (uint64_t)v;
+    } else if (strcmp(opt, "--grads") == 0) {
+        eq_grad_convention c = EQ_GRAD_AVG;
+        st = eq_grad_convention_parse(val, &c);
+        cli->grads = (int)c;
+    } else if (strcmp(opt, "--inject") == 0) {
+        eq_bug bug = EQ_BUG_NONE;
+        st = eq_bug_parse(val, &bug);
+        cli->bugs |= (unsigned)bug;
     } else if (strcmp(opt, "--backend") == 0) cli->backend = val;
     else if (strcmp(opt, "--transport") == 0) cli->transport = val;
     else if (strcmp(opt, "--expect") == 0) {

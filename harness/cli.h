@@ -8,7 +8,7 @@
 #include "reductions/collectives.h"
 
 typedef enum { EQ_CMD_RUN, EQ_CMD_COMPARE, EQ_CMD_LIST, EQ_CMD_HELP, EQ_CMD_VERSION } eq_command;
-typedef enum { EQ_FORMAT_MARKDOWN, EQ_FORMAT_JSON } eq_format;
+typedef enum { EQ_FORMAT_MARKDOWN, EQ_FORMAT_JSON, EQ_FORMAT_HTML } eq_format;
 
 typedef struct {
     eq_command command;

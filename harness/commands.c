@@ -36,12 +36,16 @@ static eq_status find_tolerance(const eq_tolerance_table *table, const char *ent
     return EQ_OK;
 }
 
-/* Reports to standard output, and with --out also to DIR/report.md and DIR/report.json. */
+/* Reports to standard output, and with --out also to DIR/report.md, report.json, report.html. */
 static eq_status write_reports(const eq_cli *cli, const eq_comparison *cmps, int n)
 {
     eq_status st = EQ_OK;
-    eq_atomic_file md = {0}, json = {0};
-    st = cli->format == EQ_FORMAT_JSON ? eq_report_json(stdout, cmps, n) : eq_report_markdown(stdout, cmps, n);
+    eq_atomic_file md = {0}, json = {0}, html = {0};
+    switch (cli->format) {
+    case EQ_FORMAT_JSON: st = eq_report_json(stdout, cmps, n); break;
+    case EQ_FORMAT_HTML: st = eq_report_html(stdout, cmps, n); break;
+    case EQ_FORMAT_MARKDOWN: st = eq_report_markdown(stdout, cmps, n); break;
+    }
     fflush(stdout);
     if (st != EQ_OK || cli->out_dir == NULL) return st;
     char path[4096];
@@ -53,9 +57,14 @@ static eq_status write_reports(const eq_cli *cli, const eq_comparison *cmps, int
     EQ_TRY(eq_atomic_begin(&json, path, 1));
     EQ_TRY(eq_report_json(json.fp, cmps, n));
     EQ_TRY(eq_atomic_commit(&json));
+    snprintf(path, sizeof path, "%s/report.html", cli->out_dir);
+    EQ_TRY(eq_atomic_begin(&html, path, 1));
+    EQ_TRY(eq_report_html(html.fp, cmps, n));
+    EQ_TRY(eq_atomic_commit(&html));
 cleanup:
     eq_atomic_abort(&md);
     eq_atomic_abort(&json);
+    eq_atomic_abort(&html);
     return st;
 }
 

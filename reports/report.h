@@ -1,6 +1,7 @@
 /* Report writers. A report is a list of comparisons (one per case x dtype x layout against its
- * reference), written for a person (Markdown: the per-layer tables of seed 002, a PR comment) or a
- * program (JSON: every metric). Both end with the summary line from eq_report_summary(). */
+ * reference), written for a person (Markdown: the per-layer tables of seed 002, a PR comment; HTML:
+ * the same tables with divergence-by-depth plots) or a program (JSON: every metric). All carry the
+ * summary line from eq_report_summary(). */
 #ifndef EQUIV_REPORTS_REPORT_H
 #define EQUIV_REPORTS_REPORT_H
 
@@ -9,11 +10,24 @@
 #include "harness/compare.h"
 
 /* Markdown: per comparison a heading naming case, dtype, layouts, algorithm; a line on parameters
- * and inputs (e.g. "2 parameters bit-identical after gathering"); the per-layer table
- *   | Layer | Tensor | Max | Mean | Median | %>1e-4 | %>1e-3 | %>1e-2 | max ULP | verdict |
- * for activations, gradients and losses in capture order; then every result not as expected,
- * worst first, with its diagnosis. The whole report ends with the summary line. */
+ * and inputs (e.g. "2 parameters bit-identical after gathering"); the per-layer tables
+ *   | Layer | Tensor | Max | Mean | Median | %>1e-4 | %>1e-3 | %>1e-2 | max ULP | ULP@max | verdict |
+ * under "#### Activations", "#### Gradients" and "#### Losses", each in capture order and only
+ * when the comparison has results of that role; then every result not as expected, worst first,
+ * with its diagnosis. The whole report ends with the summary line. */
 eq_status eq_report_markdown(FILE *out, const eq_comparison *cmps, int n);
+
+/* HTML: one self-contained page (inline CSS and SVG; no scripts, external styles or fonts) for
+ * reading a run in a browser. The summary line comes first, green when everything is as expected
+ * and red otherwise. Comparisons of the same case and layouts sit side by side (bf16 left of
+ * fp32), each with: a log-scale plot of max and mean |d| against layer for activations, and one
+ * for gradients when it has any (at most the 4 tensor names with the largest max |d| per plot, the
+ * rest named in the caption; the tolerance's atol drawn as a dashed line); the per-layer tables
+ *   Layer | Tensor | Max Abs Diff | Mean Abs Diff | %>1e-3 | %>1e-2 | verdict
+ * (seed 002 sections 3-4) for activations, gradients and losses, failing rows highlighted
+ * (class "fail", row id "cN/<path>" for comparison N); then the results not as expected, worst
+ * first, with their diagnoses. */
+eq_status eq_report_html(FILE *out, const eq_comparison *cmps, int n);
 
 /* JSON document {"equiv_report": 1, "version": ..., "comparisons": [...], "summary": {...}}
  * holding every metric of every tensor. */
@@ -32,5 +46,12 @@ const char *eq_report_run_name(const eq_run_meta *meta, char *buf, size_t len);
 /* How bad a result is, for "worst first": NON-FINITE before everything, then by max_tol_ratio.
  * Negative when a is worse than b, positive when b is worse, 0 when alike (qsort-style). */
 int eq_report_worse_first(const eq_tensor_result *a, const eq_tensor_result *b);
+
+/* Number formats of the tables, shared so that Markdown and HTML print alike (defined in
+ * report_markdown.c). A |d| with `decimals` decimals as seed 002 prints it (6 for Max, 8 for
+ * Mean), or %.3e when nonzero and below 1e-6; a share (0..1) as "41.61%", or "<0.01%" when
+ * nonzero and below 0.005%. */
+const char *eq_report_format_value(double v, int decimals, char *buf, size_t len);
+const char *eq_report_format_share(double fraction, char *buf, size_t len);
 
 #endif

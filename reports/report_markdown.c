@@ -1,25 +1,26 @@
-/* Markdown report: the per-layer tables of seed 002 (sections 2.2, 3, 4), one per comparison, for
- * a pull-request comment. ASCII only; the verdict column reads "within ok" when a tensor shows
- * what the case expects and "OUTSIDE **FAIL** (expected within)" when it does not. */
+/* Markdown report: the per-layer tables of seed 002 (sections 2.2, 3, 4), per comparison one for
+ * each of activations, gradients and losses it holds, for a pull-request comment. ASCII only; the
+ * verdict column reads "within ok" when a tensor shows what the case expects and
+ * "OUTSIDE **FAIL** (expected within)" when it does not. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "reports/report.h"
 
-/* Seed 002 prints Max with 6 decimals and Mean/Median with 8; a nonzero value below 1e-6 would
- * print as zeros there (fp32 differences are that small), so it switches to %.3e. */
-static const char *format_value(double v, int decimals, char *buf, size_t len)
+const char *eq_report_format_value(double v, int decimals, char *buf, size_t len)
 {
+    /* Seed 002 prints Max with 6 decimals and Mean/Median with 8; a nonzero value below 1e-6
+     * would print as zeros there (fp32 differences are that small), so it switches to %.3e. */
     if (v != 0.0 && fabs(v) < 1e-6) snprintf(buf, len, "%.3e", v);
     else snprintf(buf, len, "%.*f", decimals, v);
     return buf;
 }
 
-/* A share as seed 002 prints it (%.2f%%), except that a nonzero share below 0.005% shows as
- * "<0.01%" rather than vanishing into "0.00%". */
-static const char *format_share(double fraction, char *buf, size_t len)
+const char *eq_report_format_share(double fraction, char *buf, size_t len)
 {
+    /* seed 002's %.2f%%, except that a nonzero share below 0.005% shows as "<0.01%" rather
+     * than vanishing into "0.00%" */
     double percent = 100.0 * fraction;
     if (percent > 0.0 && percent < 0.005) snprintf(buf, len, "<0.01%%");
     else snprintf(buf, len, "%.2f%%", percent);
@@ -33,11 +34,6 @@ static const char *format_verdict(const eq_tensor_result *r, char *buf, size_t l
     else
         snprintf(buf, len, "%s **FAIL** (expected %s)", eq_observed_name(r->observed), eq_expect_name(r->expect));
     return buf;
-}
-
-static int is_table_role(eq_role role)
-{
-    return role == EQ_ROLE_ACTIVATION || role == EQ_ROLE_GRAD || role == EQ_ROLE_LOSS;
 }
 
 /* "2 parameters bit-identical after gathering, 1 input bit-identical" (or how many are not). */
@@ -73,26 +69,58 @@ static void write_params_line(FILE *out, const eq_comparison *c)
     fprintf(out, ".\n\n");
 }
 
-static void write_table(FILE *out, const eq_comparison *c)
+/* The per-layer tables, one section per role, each only when the comparison holds that role. */
+static const struct {
+    eq_role role;
+    const char *heading;
+} table_sections[] = {
+    {EQ_ROLE_ACTIVATION, "Activations"},
+    {EQ_ROLE_GRAD, "Gradients"},
+    {EQ_ROLE_LOSS, "Losses"},
+};
+#define N_TABLE_SECTIONS (int)(sizeof table_sections / sizeof table_sections[0])
+
+static void write_table_header(FILE *out)
 {
     /* seed 002 section 2.2's columns; the 5e-3 share is in the JSON. */
     fprintf(out, "| Layer | Tensor | Max | Mean | Median | %%>1e-4 | %%>1e-3 | %%>1e-2 | max ULP | ULP@max | verdict |\n");
     fprintf(out, "|------:|--------|----:|-----:|-------:|-------:|-------:|-------:|--------:|--------:|---------|\n");
-    int rows = 0;
-    for (int i = 0; i < c->count; i++) {
-        const eq_tensor_result *r = &c->results[i];
-        if (!is_table_role(r->role)) continue;
-        char max[32], mean[32], median[32], s4[16], s3[16], s2[16], verdict[96];
-        fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %.4g | %.4g | %s |\n", r->layer, r->name,
-                format_value(r->m.max_abs, 6, max, sizeof max), format_value(r->m.mean_abs, 8, mean, sizeof mean),
-                format_value(r->m.median_abs, 8, median, sizeof median),
-                format_share(r->m.frac_above[0], s4, sizeof s4), format_share(r->m.frac_above[1], s3, sizeof s3),
-                format_share(r->m.frac_above[3], s2, sizeof s2), r->m.max_ulp, r->m.ulp_at_max,
-                format_verdict(r, verdict, sizeof verdict));
-        rows++;
+}
+
+static void write_row(FILE *out, const eq_tensor_result *r)
+{
+    char max[32], mean[32], median[32], s4[16], s3[16], s2[16], verdict[96];
+    fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %.4g | %.4g | %s |\n", r->layer, r->name,
+            eq_report_format_value(r->m.max_abs, 6, max, sizeof max),
+            eq_report_format_value(r->m.mean_abs, 8, mean, sizeof mean),
+            eq_report_format_value(r->m.median_abs, 8, median, sizeof median),
+            eq_report_format_share(r->m.frac_above[0], s4, sizeof s4),
+            eq_report_format_share(r->m.frac_above[1], s3, sizeof s3),
+            eq_report_format_share(r->m.frac_above[3], s2, sizeof s2), r->m.max_ulp, r->m.ulp_at_max,
+            format_verdict(r, verdict, sizeof verdict));
+}
+
+static void write_tables(FILE *out, const eq_comparison *c)
+{
+    int tables = 0;
+    for (int s = 0; s < N_TABLE_SECTIONS; s++) {
+        int rows = 0;
+        for (int i = 0; i < c->count; i++) {
+            const eq_tensor_result *r = &c->results[i];
+            if (r->role != table_sections[s].role) continue;
+            if (rows++ == 0) {
+                fprintf(out, "#### %s\n\n", table_sections[s].heading);
+                write_table_header(out);
+            }
+            write_row(out, r);
+        }
+        if (rows > 0) fprintf(out, "\n");
+        tables += rows > 0;
     }
-    if (rows == 0) fprintf(out, "| - | (no activations, gradients or losses captured) | | | | | | | | | |\n");
-    fprintf(out, "\n");
+    if (tables == 0) {
+        write_table_header(out);
+        fprintf(out, "| - | (no activations, gradients or losses captured) | | | | | | | | | |\n\n");
+    }
 }
 
 static int compare_results(const void *a, const void *b)
@@ -121,7 +149,7 @@ static eq_status write_unexpected(FILE *out, const eq_comparison *c)
         fprintf(out, "- `%s` (%s): %s, expected %s: %s; max |d| %s at index %lld, %lld of %lld outside, "
                      "%.3g x the tolerance\n",
                 r->path, eq_role_name(r->role), eq_observed_name(r->observed), eq_expect_name(r->expect),
-                r->diagnosis, format_value(r->m.max_abs, 6, max, sizeof max), (long long)r->m.argmax,
+                r->diagnosis, eq_report_format_value(r->m.max_abs, 6, max, sizeof max), (long long)r->m.argmax,
                 (long long)r->m.n_outside, (long long)r->m.count, r->m.max_tol_ratio);
     }
     fprintf(out, "\n");
@@ -140,7 +168,7 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c)
             eq_expect_name(c->expect), c->tol.name, c->tol.atol, c->tol.rtol,
             c->tol.source[0] ? c->tol.source : "no source given");
     write_params_line(out, c);
-    write_table(out, c);
+    write_tables(out, c);
     return write_unexpected(out, c);
 }
 

@@ -1,6 +1,7 @@
-/* Report writers on a comparison with a planted x8 tensor: the Markdown has the table, one row
- * per activation, the FAIL marker and the diagnosis, and ends with the summary line; the JSON
- * parses back with every metric of every tensor. */
+/* Report writers on a comparison with a planted x8 tensor: the Markdown has one table per role
+ * present (activations, gradients, losses), one row per such tensor, the FAIL marker and the
+ * diagnosis, and ends with the summary line; the JSON parses back with every metric of every
+ * tensor. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -131,7 +132,18 @@ static void test_markdown(const eq_comparison *cmps, int n)
     EXPECT_HAS(text, "1 parameter bit-identical after gathering, 1 input bit-identical");
     const char *header =
         "| Layer | Tensor | Max | Mean | Median | %>1e-4 | %>1e-3 | %>1e-2 | max ULP | ULP@max | verdict |\n";
-    EQ_EXPECT(count_lines(text, header) == 2, "header row appears %d times, want 2", count_lines(text, header));
+    /* one table per role present: activations, gradients, losses; then the second's activations */
+    EQ_EXPECT(count_lines(text, header) == 4, "header row appears %d times, want 4", count_lines(text, header));
+    EQ_EXPECT(count_lines(text, "#### Activations") == 2 && count_lines(text, "#### Gradients") == 1 &&
+                  count_lines(text, "#### Losses") == 1, "section headings");
+    const char *grads = strstr(text, "#### Gradients\n\n"), *losses = strstr(text, "#### Losses\n\n");
+    const char *h_row = strstr(text, "| 0 | h |"), *grad_row = strstr(text, "| 1 | out_grad |");
+    const char *loss_row = strstr(text, "| 1 | loss |");
+    EQ_EXPECT(grads != NULL && losses != NULL && h_row != NULL && grad_row != NULL && loss_row != NULL &&
+                  h_row < grads && grads < grad_row && grad_row < losses && losses < loss_row,
+              "rows under the wrong section");
+    EQ_EXPECT(grads != NULL && strncmp(grads + strlen("#### Gradients\n\n"), header, strlen(header)) == 0,
+              "the gradients heading is not followed by the table header");
     /* one row per activation, gradient and loss; none for the input and the parameter */
     EQ_EXPECT(count_lines(text, "| 0 | h |") == 1 && count_lines(text, "| 1 | out |") == 1, "activation rows");
     EQ_EXPECT(count_lines(text, "| 1 | out_grad |") == 1 && count_lines(text, "| 1 | loss |") == 1, "grad, loss");
@@ -236,6 +248,11 @@ int main(void)
                      "layers/01/out)") == 0, "summary '%s'", line);
     EQ_EXPECT(strcmp(eq_report_summary(cmps + 1, 1, line, sizeof line),
                      "equiv: 1 comparison, 1 tensor, all as expected") == 0, "summary '%s'", line);
+    char value[32];
+    EQ_EXPECT(strcmp(eq_report_format_value(5e-7, 6, value, sizeof value), "5.000e-07") == 0, "'%s'", value);
+    EQ_EXPECT(strcmp(eq_report_format_value(0.03125, 6, value, sizeof value), "0.031250") == 0, "'%s'", value);
+    EQ_EXPECT(strcmp(eq_report_format_share(0.4161, value, sizeof value), "41.61%") == 0, "'%s'", value);
+    EQ_EXPECT(strcmp(eq_report_format_share(1e-5, value, sizeof value), "<0.01%") == 0, "'%s'", value);
     test_markdown(cmps, 2);
     test_json(cmps, 2);
     eq_comparison_free(&cmps[0]);
