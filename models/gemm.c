@@ -3,14 +3,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* dst[cols, rows] (packed) = src[rows, cols]^T (row stride ld). */
+/* dst[cols, rows] (packed) = src[rows, cols]^T (row stride ld), one typed loop per element size. */
+#define DEFINE_TRANSPOSE(name, T)                                                              \
+    static void name(int64_t rows, int64_t cols, const T *src, int64_t ld, T *dst)             \
+    {                                                                                          \
+        for (int64_t r = 0; r < rows; r++)                                                     \
+            for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * ld + c];           \
+    }
+DEFINE_TRANSPOSE(transpose16, uint16_t)
+DEFINE_TRANSPOSE(transpose32, uint32_t)
+DEFINE_TRANSPOSE(transpose64, uint64_t)
+
 static void transpose(size_t elem, int64_t rows, int64_t cols, const void *src, int64_t ld, void *dst)
 {
-    const char *s = src;
-    char *d = dst;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++)
-            memcpy(d + (size_t)(c * rows + r) * elem, s + (size_t)(r * ld + c) * elem, elem);
+    if (elem == 2) transpose16(rows, cols, src, ld, dst);
+    else if (elem == 4) transpose32(rows, cols, src, ld, dst);
+    else transpose64(rows, cols, src, ld, dst);
 }
 
 eq_status eq_gemm(const eq_backend *be, eq_dtype dt, eq_gemm_form form, int64_t M, int64_t N, int64_t K,

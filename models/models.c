@@ -7,6 +7,7 @@ const eq_model *const eq_models[] = {
     &eq_model_column_parallel,
     &eq_model_row_parallel,
     &eq_model_mlp_stack,
+    &eq_model_gpt,
 
     NULL,
 };

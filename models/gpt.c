@@ -1,0 +1,297 @@
+/* The gpt case (seed 002): an L-block GPT stack, a final LayerNorm and an MSE loss against a
+ * fixed target, forward and backward, under dp x tp.
+ *
+ *   input  [S, B, H] ~ N(0, 1)  (layers/00/input)     target [S, B, H] ~ N(0, 1)
+ *   blocks 0..L-1 (models/gpt_block.h)
+ *   layers/L/lnf_out = LN(x_L; lnf_gamma, lnf_beta);  layers/L/loss = mean (lnf_out - target)^2
+ *
+ * Data parallelism: dp rank d takes batch columns [d B/dp, (d+1) B/dp) (the same global rows in
+ * every layout), runs forward and backward on them, and the parameter gradients are all-reduced
+ * over the dp ranks holding the same tp shard with the step's convention:
+ *   avg: each rank's loss is its local mean, gradients AVG all-reduced (DDP);
+ *   sum: each rank's loss partial is normalised by the global count, gradients SUM all-reduced.
+ * Captured activation gradients are those of the global mean loss under both conventions (see
+ * capture_out_grad). Biases are left out: Megatron zeroes them (seed 002 section 1) and they would add nothing here.
+ * Injected bugs touch block 0 only (its fc1 shards, its fc2 all-reduce) and the dp reduction. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/rng.h"
+#include "models/gpt_block.h"
+#include "models/models.h"
+#include "models/ops.h"
+#include "models/parallel_linear.h"
+
+static eq_status read_sizes(const eq_step *step, gpt_sizes *z)
+{
+    eq_status st = EQ_OK;
+    EQ_TRY(eq_size_get(step->size, "seq", &z->seq));
+    EQ_TRY(eq_size_get(step->size, "batch", &z->batch));
+    EQ_TRY(eq_size_get(step->size, "hidden", &z->hidden));
+    EQ_TRY(eq_size_get(step->size, "heads", &z->heads));
+    EQ_TRY(eq_size_get(step->size, "ffn", &z->ffn));
+    EQ_TRY(eq_size_get(step->size, "layers", &z->layers));
+    if (z->hidden % z->heads != 0 || z->layers > 99) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "case file %s: gpt needs heads | hidden and at most 99 layers (heads=%lld, "
+                     "hidden=%lld, layers=%lld)", step->size->case_path, (long long)z->heads, (long long)z->hidden,
+                     (long long)z->layers);
+        goto cleanup;
+    }
+    EQ_TRY(eq_check_divides("batch", z->batch, "dp", step->layout.dp));
+    EQ_TRY(eq_check_divides("heads", z->heads, "tp", step->layout.tp));
+    EQ_TRY(eq_check_divides("ffn", z->ffn, "tp", step->layout.tp));
+cleanup:
+    return st;
+}
+
+static eq_status gpt_check(const eq_step *step)
+{
+    gpt_sizes z;
+    return read_sizes(step, &z);
+}
+
+/* The master parameters of block `layer`, initialised by the table in gpt_block.h. */
+static eq_status init_params(const eq_step *step, const gpt_sizes *z, int layer, gpt_block_params *p)
+{
+    eq_status st = gpt_params_alloc(p, z, step->dtype);
+    if (st != EQ_OK) return st;
+    char name[EQ_NAME_MAX];
+#define GPT_INIT(field, ndim, d0, d1, init, std)                                                      \
+    snprintf(name, sizeof name, "layers/%02d/" #field, layer);                                      \
+    for (int64_t i = 0; i < eq_tensor_numel(&p->field); i++)                                         \
+        if (init == GPT_INIT_ONE) eq_tensor_set(&p->field, i, 1.0);                                  \
+    if (init == GPT_INIT_NORMAL) eq_rng_fill_normal(&p->field, step->seed, name, (std));
+    GPT_BLOCK_PARAMS(GPT_INIT)
+#undef GPT_INIT
+    return EQ_OK;
+}
+
+/* Everything one replica computes, and what the run keeps of all replicas. */
+typedef struct {
+    gpt_sizes z;
+    gpt_block_params *params;      /* [L] master parameters */
+    eq_tensor lnf_gamma, lnf_beta; /* [H] */
+    eq_tensor input, target;       /* [S, B, H] */
+    gpt_block_acts *full_acts;     /* [L] activations over the whole batch, for the capture */
+    eq_tensor *full_out_grad;      /* [L] gradient of each block's output, whole batch */
+    eq_tensor full_lnf_out;
+    gpt_block_params *grads;       /* [dp * L] each replica's parameter gradients */
+    eq_tensor *lnf_grads;          /* [dp * 2] gamma, beta */
+    double *loss;                  /* [dp] each replica's loss partial */
+} gpt_run;
+
+/* A block output's gradient, captured in units of the global mean loss. Under avg each rank
+ * differentiates its local mean, dp times the global one's weight per row, so the rank's value is
+ * divided by dp (exact for power-of-two dp); under sum it already is the global loss's gradient. */
+static eq_status capture_out_grad(const eq_step *step, const eq_tensor *dh, int d, eq_tensor *full)
+{
+    const int dp = step->layout.dp;
+    if (step->grads == EQ_GRAD_SUM || dp == 1) {
+        eq_batch_shard_scatter(dh, dp, d, full);
+        return EQ_OK;
+    }
+    eq_tensor scaled;
+    eq_status st = eq_tensor_clone(&scaled, dh);
+    if (st != EQ_OK) return st;
+    for (int64_t i = 0; i < eq_tensor_numel(&scaled); i++) eq_tensor_set(&scaled, i, eq_tensor_get(&scaled, i) / dp);
+    eq_batch_shard_scatter(&scaled, dp, d, full);
+    eq_tensor_free(&scaled);
+    return EQ_OK;
+}
+
+static eq_status replica_step(const eq_step *step, gpt_run *run, int d)
+{
+    eq_status st = EQ_OK;
+    const gpt_sizes *z = &run->z;
+    const int dp = step->layout.dp, L = (int)z->layers;
+    const int64_t b = z->batch / dp, tokens = z->seq * b, H = z->hidden;
+    gpt_block_acts *acts = calloc((size_t)L, sizeof *acts);
+    eq_tensor x = {0}, target = {0}, lnf_out = {0}, dy = {0}, dh = {0}, dx = {0};
+    double *lnf_mean = calloc((size_t)tokens, sizeof(double)), *lnf_rstd = calloc((size_t)tokens, sizeof(double));
+    if (acts == NULL || lnf_mean == NULL || lnf_rstd == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "gpt: no memory for a replica");
+        goto cleanup;
+    }
+    EQ_TRY(eq_batch_shard_gather(&run->input, dp, d, &x));
+    EQ_TRY(eq_batch_shard_gather(&run->target, dp, d, &target));
+    EQ_TRY(eq_tensor_clone(&lnf_out, &x));
+    EQ_TRY(eq_tensor_clone(&dy, &x));
+    EQ_TRY(eq_tensor_clone(&dh, &x));
+    EQ_TRY(eq_tensor_clone(&dx, &x));
+
+    for (int l = 0; l < L; l++) {
+        eq_step block_step = *step;
+        if (l != 0) block_step.bugs &= ~(unsigned)(EQ_BUG_SKIP_ALLREDUCE | EQ_BUG_SHARD_OFFSET);
+        EQ_TRY(gpt_acts_alloc(&acts[l], z, b, step->dtype));
+        EQ_TRY(gpt_block_forward(&block_step, z, &run->params[l], l == 0 ? &x : &acts[l - 1].out, &acts[l]));
+    }
+    const eq_tensor *last = &acts[L - 1].out;
+    EQ_TRY(eq_layernorm_forward(step->dtype, tokens, H, lnf_out.data, lnf_mean, lnf_rstd, last->data,
+                                run->lnf_gamma.data, run->lnf_beta.data));
+    const double count = step->grads == EQ_GRAD_SUM ? (double)(z->seq * z->batch * H) : (double)(tokens * H);
+    EQ_TRY(eq_mse_forward_backward(step->dtype, tokens * H, count, lnf_out.data, target.data, &run->loss[d], dy.data));
+    eq_tensor *lnf_g = &run->lnf_grads[2 * d];
+    EQ_TRY(eq_layernorm_backward(step->dtype, tokens, H, dh.data, lnf_g[0].data, lnf_g[1].data, dy.data, last->data,
+                                 lnf_mean, lnf_rstd, run->lnf_gamma.data));
+    for (int l = L - 1; l >= 0; l--) {
+        EQ_TRY(capture_out_grad(step, &dh, d, &run->full_out_grad[l]));
+        EQ_TRY(gpt_block_backward(step, z, &run->params[l], l == 0 ? &x : &acts[l - 1].out, &acts[l], &dh, &dx,
+                                  &run->grads[d * L + l]));
+        eq_tensor swap = dh;
+        dh = dx, dx = swap;
+    }
+    for (int l = 0; l < L; l++) {
+#define GPT_SCATTER(name, last_dim) eq_batch_shard_scatter(&acts[l].name, dp, d, &run->full_acts[l].name);
+        GPT_BLOCK_ACTS(GPT_SCATTER)
+#undef GPT_SCATTER
+    }
+    eq_batch_shard_scatter(&lnf_out, dp, d, &run->full_lnf_out);
+cleanup:
+    for (int l = 0; acts != NULL && l < L; l++) gpt_acts_free(&acts[l]);
+    free(acts), free(lnf_mean), free(lnf_rstd);
+    eq_tensor_free(&x), eq_tensor_free(&target), eq_tensor_free(&lnf_out), eq_tensor_free(&dy);
+    eq_tensor_free(&dh), eq_tensor_free(&dx);
+    return st;
+}
+
+/* All-reduce one gradient over the dp replicas (bufs[d], count elements) by the convention. */
+static eq_status reduce_over_dp(const eq_step *step, void **bufs, int64_t count, eq_dtype dt)
+{
+    const int dp = step->layout.dp;
+    eq_group dp_group = {step->transport, step->algo, dp, 0, dp};
+    eq_status st = eq_all_reduce(&dp_group, bufs, (size_t)count, dt,
+                                 step->grads == EQ_GRAD_SUM ? EQ_REDOP_SUM : EQ_REDOP_AVG);
+    if (st != EQ_OK || !(step->bugs & EQ_BUG_GRAD_AVG_TWICE) || dp == 1) return st;
+    for (int d = 0; d < dp; d++) /* the injected bug: divided by dp a second time */
+        for (int64_t i = 0; i < count; i++) eq_buffer_set(dt, bufs[d], i, eq_buffer_get(dt, bufs[d], i) / dp);
+    return EQ_OK;
+}
+
+static eq_status reduce_gradients(const eq_step *step, gpt_run *run)
+{
+    eq_status st = EQ_OK;
+    const int dp = step->layout.dp, L = (int)run->z.layers;
+    void **bufs = calloc((size_t)(unsigned)dp, sizeof *bufs);
+    if (bufs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "gpt: no memory for the dp reduction");
+    for (int l = 0; l < L && st == EQ_OK; l++) {
+#define GPT_REDUCE(name, ndim, d0, d1, init, std)                                                            \
+    for (int d = 0; d < dp; d++) bufs[d] = run->grads[d * L + l].name.data;                                \
+    if (st == EQ_OK) st = reduce_over_dp(step, bufs, eq_tensor_numel(&run->grads[l].name), step->dtype);
+        GPT_BLOCK_PARAMS(GPT_REDUCE)
+#undef GPT_REDUCE
+    }
+    for (int k = 0; k < 2 && st == EQ_OK; k++) {
+        for (int d = 0; d < dp; d++) bufs[d] = run->lnf_grads[2 * d + k].data;
+        st = reduce_over_dp(step, bufs, run->z.hidden, step->dtype);
+    }
+    /* The loss, in fp64 with the same reduction (one value per replica). */
+    for (int d = 0; d < dp && st == EQ_OK; d++) bufs[d] = &run->loss[d];
+    if (st == EQ_OK) {
+        eq_group dp_group = {step->transport, step->algo, dp, 0, dp};
+        st = eq_all_reduce(&dp_group, bufs, 1, EQ_FP64, step->grads == EQ_GRAD_SUM ? EQ_REDOP_SUM : EQ_REDOP_AVG);
+    }
+    free(bufs);
+    return st;
+}
+
+static eq_status capture_run(gpt_run *run, eq_capture *cap)
+{
+    eq_status st = EQ_OK;
+    const int L = (int)run->z.layers;
+    eq_tensor loss = {0};
+    EQ_TRY(eq_capture_add(cap, 0, "input", EQ_ROLE_INPUT, &run->input));
+    for (int l = 0; l < L; l++) {
+        gpt_block_params *p = &run->params[l], *g = &run->grads[l]; /* replica 0 holds the reduced grads */
+        gpt_block_acts *a = &run->full_acts[l];
+#define GPT_CAPTURE_PARAM(name, ndim, d0, d1, init, std) EQ_TRY(eq_capture_add(cap, l, #name, EQ_ROLE_PARAM, &p->name));
+        GPT_BLOCK_PARAMS(GPT_CAPTURE_PARAM)
+#undef GPT_CAPTURE_PARAM
+#define GPT_CAPTURE_ACT(name, last) EQ_TRY(eq_capture_add(cap, l, #name, EQ_ROLE_ACTIVATION, &a->name));
+        GPT_BLOCK_ACTS(GPT_CAPTURE_ACT)
+#undef GPT_CAPTURE_ACT
+        EQ_TRY(eq_capture_add(cap, l, "out_grad", EQ_ROLE_GRAD, &run->full_out_grad[l]));
+#define GPT_CAPTURE_GRAD(name, ndim, d0, d1, init, std) EQ_TRY(eq_capture_add(cap, l, #name "_grad", EQ_ROLE_GRAD, &g->name));
+        GPT_BLOCK_PARAMS(GPT_CAPTURE_GRAD)
+#undef GPT_CAPTURE_GRAD
+    }
+    EQ_TRY(eq_capture_add(cap, L, "lnf_gamma", EQ_ROLE_PARAM, &run->lnf_gamma));
+    EQ_TRY(eq_capture_add(cap, L, "lnf_beta", EQ_ROLE_PARAM, &run->lnf_beta));
+    EQ_TRY(eq_capture_add(cap, L, "target", EQ_ROLE_INPUT, &run->target));
+    EQ_TRY(eq_capture_add(cap, L, "lnf_out", EQ_ROLE_ACTIVATION, &run->full_lnf_out));
+    EQ_TRY(eq_capture_add(cap, L, "lnf_gamma_grad", EQ_ROLE_GRAD, &run->lnf_grads[0]));
+    EQ_TRY(eq_capture_add(cap, L, "lnf_beta_grad", EQ_ROLE_GRAD, &run->lnf_grads[1]));
+    const int64_t one = 1;
+    EQ_TRY(eq_tensor_init(&loss, EQ_FP64, 1, &one));
+    eq_tensor_set(&loss, 0, run->loss[0]);
+    EQ_TRY(eq_capture_add(cap, L, "loss", EQ_ROLE_LOSS, &loss));
+cleanup:
+    eq_tensor_free(&loss);
+    return st;
+}
+
+static void free_run(gpt_run *run, int dp)
+{
+    const int L = (int)run->z.layers;
+    for (int l = 0; run->params && l < L; l++) gpt_params_free(&run->params[l]);
+    for (int l = 0; run->full_acts && l < L; l++) gpt_acts_free(&run->full_acts[l]);
+    for (int l = 0; run->full_out_grad && l < L; l++) eq_tensor_free(&run->full_out_grad[l]);
+    for (int i = 0; run->grads && i < dp * L; i++) gpt_params_free(&run->grads[i]);
+    for (int i = 0; run->lnf_grads && i < 2 * dp; i++) eq_tensor_free(&run->lnf_grads[i]);
+    free(run->params), free(run->full_acts), free(run->full_out_grad), free(run->grads), free(run->lnf_grads);
+    free(run->loss);
+    eq_tensor_free(&run->lnf_gamma), eq_tensor_free(&run->lnf_beta), eq_tensor_free(&run->input);
+    eq_tensor_free(&run->target), eq_tensor_free(&run->full_lnf_out);
+}
+
+static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
+{
+    eq_status st = EQ_OK;
+    gpt_run run;
+    memset(&run, 0, sizeof run);
+    const int dp = step->layout.dp;
+    EQ_TRY(read_sizes(step, &run.z));
+    const gpt_sizes *z = &run.z;
+    const int L = (int)z->layers;
+    run.params = calloc((size_t)L, sizeof *run.params);
+    run.full_acts = calloc((size_t)L, sizeof *run.full_acts);
+    run.full_out_grad = calloc((size_t)L, sizeof *run.full_out_grad);
+    run.grads = calloc((size_t)(dp * L), sizeof *run.grads);
+    run.lnf_grads = calloc((size_t)(2 * dp), sizeof *run.lnf_grads);
+    run.loss = calloc((size_t)dp, sizeof *run.loss);
+    if (!run.params || !run.full_acts || !run.full_out_grad || !run.grads || !run.lnf_grads || !run.loss) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "gpt: no memory for %d layers x %d replicas", L, dp);
+        goto cleanup;
+    }
+    const int64_t x_shape[3] = {z->seq, z->batch, z->hidden};
+    EQ_TRY(eq_tensor_init(&run.input, step->dtype, 3, x_shape));
+    EQ_TRY(eq_tensor_init(&run.target, step->dtype, 3, x_shape));
+    EQ_TRY(eq_tensor_init(&run.full_lnf_out, step->dtype, 3, x_shape));
+    eq_rng_fill_normal(&run.input, step->seed, "layers/00/input", 1.0);
+    eq_rng_fill_normal(&run.target, step->seed, "target", 1.0);
+    EQ_TRY(eq_tensor_init(&run.lnf_gamma, step->dtype, 1, &z->hidden));
+    EQ_TRY(eq_tensor_init(&run.lnf_beta, step->dtype, 1, &z->hidden));
+    for (int64_t i = 0; i < z->hidden; i++) eq_tensor_set(&run.lnf_gamma, i, 1.0);
+    for (int l = 0; l < L; l++) {
+        EQ_TRY(init_params(step, z, l, &run.params[l]));
+        EQ_TRY(gpt_acts_alloc(&run.full_acts[l], z, z->batch, step->dtype));
+        EQ_TRY(eq_tensor_init(&run.full_out_grad[l], step->dtype, 3, x_shape));
+        for (int d = 0; d < dp; d++) EQ_TRY(gpt_params_alloc(&run.grads[d * L + l], z, step->dtype));
+    }
+    for (int i = 0; i < 2 * dp; i++) EQ_TRY(eq_tensor_init(&run.lnf_grads[i], step->dtype, 1, &z->hidden));
+
+    for (int d = 0; d < dp; d++) EQ_TRY(replica_step(step, &run, d));
+    EQ_TRY(reduce_gradients(step, &run));
+    EQ_TRY(capture_run(&run, cap));
+cleanup:
+    free_run(&run, dp);
+    return st;
+}
+
+const eq_model eq_model_gpt = {
+    .name = "gpt",
+    .summary = "L-block GPT stack (LayerNorm, attention, MLP) forward and backward under dp x tp",
+    .check = gpt_check,
+    .run = gpt_run_step,
+};
