@@ -37,6 +37,10 @@ eq_status eq_report_json(FILE *out, const eq_comparison *cmps, int n);
  * "equiv: 3 comparisons, 12 tensors, 2 NOT as expected (worst: row_parallel bf16 tp4 layers/00/out)". */
 const char *eq_report_summary(const eq_comparison *cmps, int n, char *buf, size_t len);
 
+/* The first result not as expected in capture order (the forward's order, then the backward's),
+ * i.e. where a divergence starts; NULL if all are as expected. */
+const eq_tensor_result *eq_report_first_unexpected(const eq_comparison *c);
+
 /* Total results not as expected across comparisons. */
 int eq_report_unexpected(const eq_comparison *cmps, int n);
 

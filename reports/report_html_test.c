@@ -150,7 +150,7 @@ static void test_page(const eq_comparison *cmps, int n, const char *save_as)
     /* the summary first, in the failing colour */
     const char *summary = strstr(text, "<p class=\"summary status-fail\">equiv: 3 comparisons, ");
     EQ_EXPECT(summary != NULL && summary < strstr(text, "<svg"), "summary missing or not first");
-    EXPECT_HAS(text, "NOT as expected (worst: gpt_block fp32 dp1-tp4 layers/03/out)</p>");
+    EXPECT_HAS(text, "NOT as expected (first: gpt_block fp32 dp1-tp4 layers/03/out; worst: gpt_block fp32 dp1-tp4 layers/03/out)</p>");
     /* bf16 (cmps[2]) left of fp32 (cmps[0]), then the next case (cmps[1]) */
     const char *bf16 = strstr(text, "<tr id=\"c2/"), *fp32 = strstr(text, "<tr id=\"c0/");
     const char *row_parallel = strstr(text, "<tr id=\"c1/");

@@ -142,6 +142,9 @@ static eq_status write_unexpected(FILE *out, const eq_comparison *c)
     for (int i = 0; i < c->count; i++)
         if (!c->results[i].as_expected) sorted[n++] = &c->results[i];
     qsort(sorted, (size_t)n, sizeof *sorted, compare_results);
+    const eq_tensor_result *first = eq_report_first_unexpected(c);
+    fprintf(out, "Where it starts (the first not as expected, in capture order): `%s`: %s.\n\n", first->path,
+            first->diagnosis);
     fprintf(out, "Not as expected, worst first (%d of %d tensors):\n\n", n, c->count);
     for (int i = 0; i < n; i++) {
         const eq_tensor_result *r = sorted[i];

@@ -28,10 +28,11 @@ int eq_report_unexpected(const eq_comparison *cmps, int n)
 const char *eq_report_summary(const eq_comparison *cmps, int n, char *buf, size_t len)
 {
     int tensors = 0;
-    const eq_comparison *worst_cmp = NULL;
-    const eq_tensor_result *worst = NULL;
+    const eq_comparison *worst_cmp = NULL, *first_cmp = NULL;
+    const eq_tensor_result *worst = NULL, *first = NULL;
     for (int i = 0; i < n; i++) {
         tensors += cmps[i].count;
+        if (first == NULL && (first = eq_report_first_unexpected(&cmps[i])) != NULL) first_cmp = &cmps[i];
         for (int k = 0; k < cmps[i].count; k++) {
             const eq_tensor_result *r = &cmps[i].results[k];
             if (r->as_expected) continue;
@@ -48,9 +49,17 @@ const char *eq_report_summary(const eq_comparison *cmps, int n, char *buf, size_
     if (unexpected == 0 || worst == NULL) {
         snprintf(buf + used, len - (size_t)used, "all as expected");
     } else {
-        char run[3 * EQ_NAME_MAX];
-        snprintf(buf + used, len - (size_t)used, "%d NOT as expected (worst: %s %s)", unexpected,
+        char run[3 * EQ_NAME_MAX], first_run[3 * EQ_NAME_MAX];
+        snprintf(buf + used, len - (size_t)used, "%d NOT as expected (first: %s %s; worst: %s %s)", unexpected,
+                 eq_report_run_name(&first_cmp->test_meta, first_run, sizeof first_run), first->path,
                  eq_report_run_name(&worst_cmp->test_meta, run, sizeof run), worst->path);
     }
     return buf;
+}
+
+const eq_tensor_result *eq_report_first_unexpected(const eq_comparison *c)
+{
+    for (int i = 0; i < c->count; i++)
+        if (!c->results[i].as_expected) return &c->results[i];
+    return NULL;
 }

@@ -164,7 +164,8 @@ static void test_markdown(const eq_comparison *cmps, int n)
     EQ_EXPECT(len > 0 && text[len - 1] == '\n', "report does not end with a newline");
     const char *last = text + len - 1;
     while (last > text && last[-1] != '\n') last--;
-    EQ_EXPECT(strncmp(last, "equiv: 2 comparisons, 8 tensors, 2 NOT as expected (worst: row_parallel fp32 dp1-tp4 "
+    EQ_EXPECT(strncmp(last, "equiv: 2 comparisons, 8 tensors, 2 NOT as expected (first: row_parallel fp32 dp1-tp4 layers/00/attn; "
+                      "worst: row_parallel fp32 dp1-tp4 "
                             "layers/01/out)\n", 200) == 0, "last line '%s'", last);
     free(text);
 }
@@ -244,7 +245,8 @@ int main(void)
               "ratio 1e9 not worse than x8");
     char line[256];
     EQ_EXPECT(strcmp(eq_report_summary(cmps, 1, line, sizeof line),
-                     "equiv: 1 comparison, 7 tensors, 2 NOT as expected (worst: row_parallel fp32 dp1-tp4 "
+                     "equiv: 1 comparison, 7 tensors, 2 NOT as expected (first: row_parallel fp32 dp1-tp4 layers/00/attn; "
+                     "worst: row_parallel fp32 dp1-tp4 "
                      "layers/01/out)") == 0, "summary '%s'", line);
     EQ_EXPECT(strcmp(eq_report_summary(cmps + 1, 1, line, sizeof line),
                      "equiv: 1 comparison, 1 tensor, all as expected") == 0, "summary '%s'", line);
