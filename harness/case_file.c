@@ -294,6 +294,13 @@ eq_status eq_size_get(const eq_case_size *s, const char *key, int64_t *out)
                    key);
 }
 
+int64_t eq_size_get_or(const eq_case_size *s, const char *key, int64_t fallback)
+{
+    for (int i = 0; i < s->count; i++)
+        if (strcmp(s->params[i].key, key) == 0) return s->params[i].value;
+    return fallback;
+}
+
 eq_expect eq_case_expectation(const eq_case *c, eq_dtype dt, eq_layout l)
 {
     if (l.dp == 1 && l.tp == 1) return EQ_EXPECT_BIT_EXACT;

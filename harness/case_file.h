@@ -92,6 +92,9 @@ eq_status eq_case_find_size(const eq_case *c, const char *name, const eq_case_si
 /* A size parameter; EQ_ERR_INPUT naming the case file if missing. */
 eq_status eq_size_get(const eq_case_size *s, const char *key, int64_t *out);
 
+/* A size parameter, or `fallback` when the size does not set it. */
+int64_t eq_size_get_or(const eq_case_size *s, const char *key, int64_t fallback);
+
 /* What the case expects for (dtype, layout). The reference layout compared with itself is a
  * determinism check and always bit_exact. */
 eq_expect eq_case_expectation(const eq_case *c, eq_dtype dt, eq_layout l);

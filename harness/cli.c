@@ -28,6 +28,7 @@ void eq_cli_print_help(void)
            "  --grads C          data-parallel gradient convention: avg (DDP, default) or sum\n"
            "  --inject BUG       plant a bug in the layout's run (not the reference), to see it caught:\n"
            "                     skip_allreduce, shard_offset, grad_avg_twice (repeatable)\n"
+           "  --forward-only     the forward pass alone (no backward, no gradients captured)\n"
            "  --backend B        cpu (default)\n"
            "  --transport T      sim (default: every rank in this process, collectives emulated)\n"
            "compare options:\n"
@@ -130,6 +131,7 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
         else if (strcmp(arg, "--version") == 0) cli->command = EQ_CMD_VERSION;
         else if (strcmp(arg, "--list") == 0) cli->command = EQ_CMD_LIST;
         else if (strcmp(arg, "--verbose") == 0 || strcmp(arg, "-v") == 0) cli->verbose = 1;
+        else if (strcmp(arg, "--forward-only") == 0) cli->forward_only = 1;
         else if (strncmp(arg, "--", 2) == 0) {
             const char *eq = strchr(arg, '=');
             char opt[64];

@@ -24,6 +24,7 @@ typedef struct {
     const char *transport;
     int grads;                         /* eq_grad_convention (models/model.h) */
     unsigned bugs;                     /* eq_bug flags to inject into the layout's run, never the reference */
+    int forward_only;                  /* --forward-only: no backward, no gradients */
     /* compare */
     const char *compare_paths[2];
     int has_expect;

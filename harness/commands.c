@@ -138,6 +138,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     spec.step.algo = cli->algo;
     spec.step.seed = cli->seed;
     spec.step.grads = (eq_grad_convention)cli->grads;
+    spec.step.forward_only = cli->forward_only;
     if (cli->all_dtypes) {
         memcpy(dtypes, kase->dtypes, sizeof dtypes);
         n_dtypes = kase->n_dtypes;

@@ -71,10 +71,11 @@ static eq_status init_params(const eq_step *step, const gpt_sizes *z, int layer,
 /* Everything one replica computes, and what the run keeps of all replicas. */
 typedef struct {
     gpt_sizes z;
+    int capture_all;               /* every block activation, or only each block's output */
     gpt_block_params *params;      /* [L] master parameters */
     eq_tensor lnf_gamma, lnf_beta; /* [H] */
     eq_tensor input, target;       /* [S, B, H] */
-    gpt_block_acts *full_acts;     /* [L] activations over the whole batch, for the capture */
+    gpt_block_acts *full_acts;     /* [L] activations over the whole batch, for the capture (lean: out only) */
     eq_tensor *full_out_grad;      /* [L] gradient of each block's output, whole batch */
     eq_tensor full_lnf_out;
     gpt_block_params *grads;       /* [dp * L] each replica's parameter gradients */
@@ -101,58 +102,75 @@ static eq_status capture_out_grad(const eq_step *step, const eq_tensor *dh, int 
     return EQ_OK;
 }
 
+/* The block activations a run captures: all of them, or (lean, for the docs size) the output. */
+static void scatter_acts(const gpt_run *run, const gpt_block_acts *local, int dp, int d, gpt_block_acts *full)
+{
+    if (!run->capture_all) {
+        eq_batch_shard_scatter(&local->out, dp, d, &full->out);
+        return;
+    }
+#define GPT_SCATTER(name, last_dim) eq_batch_shard_scatter(&local->name, dp, d, &full->name);
+    GPT_BLOCK_ACTS(GPT_SCATTER)
+#undef GPT_SCATTER
+}
+
+/* One data-parallel replica: forward through every block, the final LayerNorm and the loss, then
+ * (unless forward-only) the backward. Activation checkpointing: only each block's input is kept;
+ * the backward recomputes a block's activations from it, bit for bit as the forward made them,
+ * so the docs size (28 blocks of [4096, 2, *]) fits in memory. */
 static eq_status replica_step(const eq_step *step, gpt_run *run, int d)
 {
     eq_status st = EQ_OK;
     const gpt_sizes *z = &run->z;
     const int dp = step->layout.dp, L = (int)z->layers;
     const int64_t b = z->batch / dp, tokens = z->seq * b, H = z->hidden;
-    gpt_block_acts *acts = calloc((size_t)L, sizeof *acts);
-    eq_tensor x = {0}, target = {0}, lnf_out = {0}, dy = {0}, dh = {0}, dx = {0};
+    eq_tensor *inputs = calloc((size_t)L + 1, sizeof *inputs); /* [L+1]: block l's input; [L] the last output */
+    gpt_block_acts acts = {0};
+    eq_tensor target = {0}, lnf_out = {0}, dy = {0}, dh = {0}, dx = {0};
     double *lnf_mean = calloc((size_t)tokens, sizeof(double)), *lnf_rstd = calloc((size_t)tokens, sizeof(double));
-    if (acts == NULL || lnf_mean == NULL || lnf_rstd == NULL) {
+    if (inputs == NULL || lnf_mean == NULL || lnf_rstd == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "gpt: no memory for a replica");
         goto cleanup;
     }
-    EQ_TRY(eq_batch_shard_gather(&run->input, dp, d, &x));
+    EQ_TRY(eq_batch_shard_gather(&run->input, dp, d, &inputs[0]));
     EQ_TRY(eq_batch_shard_gather(&run->target, dp, d, &target));
-    EQ_TRY(eq_tensor_clone(&lnf_out, &x));
-    EQ_TRY(eq_tensor_clone(&dy, &x));
-    EQ_TRY(eq_tensor_clone(&dh, &x));
-    EQ_TRY(eq_tensor_clone(&dx, &x));
+    EQ_TRY(eq_tensor_clone(&lnf_out, &inputs[0]));
+    EQ_TRY(eq_tensor_clone(&dy, &inputs[0]));
+    EQ_TRY(eq_tensor_clone(&dh, &inputs[0]));
+    EQ_TRY(eq_tensor_clone(&dx, &inputs[0]));
+    EQ_TRY(gpt_acts_alloc(&acts, z, b, step->dtype));
 
     for (int l = 0; l < L; l++) {
         eq_step block_step = *step;
         if (l != 0) block_step.bugs &= ~(unsigned)(EQ_BUG_SKIP_ALLREDUCE | EQ_BUG_SHARD_OFFSET);
-        EQ_TRY(gpt_acts_alloc(&acts[l], z, b, step->dtype));
-        EQ_TRY(gpt_block_forward(&block_step, z, &run->params[l], l == 0 ? &x : &acts[l - 1].out, &acts[l]));
+        EQ_TRY(gpt_block_forward(&block_step, z, &run->params[l], &inputs[l], &acts));
+        scatter_acts(run, &acts, dp, d, &run->full_acts[l]);
+        EQ_TRY(eq_tensor_clone(&inputs[l + 1], &acts.out));
     }
-    const eq_tensor *last = &acts[L - 1].out;
-    EQ_TRY(eq_layernorm_forward(step->dtype, tokens, H, lnf_out.data, lnf_mean, lnf_rstd, last->data,
+    EQ_TRY(eq_layernorm_forward(step->dtype, tokens, H, lnf_out.data, lnf_mean, lnf_rstd, inputs[L].data,
                                 run->lnf_gamma.data, run->lnf_beta.data));
+    eq_batch_shard_scatter(&lnf_out, dp, d, &run->full_lnf_out);
     const double count = step->grads == EQ_GRAD_SUM ? (double)(z->seq * z->batch * H) : (double)(tokens * H);
     EQ_TRY(eq_mse_forward_backward(step->dtype, tokens * H, count, lnf_out.data, target.data, &run->loss[d], dy.data));
+    if (step->forward_only) goto cleanup;
+
     eq_tensor *lnf_g = &run->lnf_grads[2 * d];
-    EQ_TRY(eq_layernorm_backward(step->dtype, tokens, H, dh.data, lnf_g[0].data, lnf_g[1].data, dy.data, last->data,
-                                 lnf_mean, lnf_rstd, run->lnf_gamma.data));
+    EQ_TRY(eq_layernorm_backward(step->dtype, tokens, H, dh.data, lnf_g[0].data, lnf_g[1].data, dy.data,
+                                 inputs[L].data, lnf_mean, lnf_rstd, run->lnf_gamma.data));
     for (int l = L - 1; l >= 0; l--) {
+        eq_step block_step = *step;
+        if (l != 0) block_step.bugs &= ~(unsigned)(EQ_BUG_SKIP_ALLREDUCE | EQ_BUG_SHARD_OFFSET);
+        EQ_TRY(gpt_block_forward(&block_step, z, &run->params[l], &inputs[l], &acts)); /* recompute */
         EQ_TRY(capture_out_grad(step, &dh, d, &run->full_out_grad[l]));
-        EQ_TRY(gpt_block_backward(step, z, &run->params[l], l == 0 ? &x : &acts[l - 1].out, &acts[l], &dh, &dx,
-                                  &run->grads[d * L + l]));
+        EQ_TRY(gpt_block_backward(step, z, &run->params[l], &inputs[l], &acts, &dh, &dx, &run->grads[d * L + l]));
         eq_tensor swap = dh;
         dh = dx, dx = swap;
     }
-    for (int l = 0; l < L; l++) {
-#define GPT_SCATTER(name, last_dim) eq_batch_shard_scatter(&acts[l].name, dp, d, &run->full_acts[l].name);
-        GPT_BLOCK_ACTS(GPT_SCATTER)
-#undef GPT_SCATTER
-    }
-    eq_batch_shard_scatter(&lnf_out, dp, d, &run->full_lnf_out);
 cleanup:
-    for (int l = 0; acts != NULL && l < L; l++) gpt_acts_free(&acts[l]);
-    free(acts), free(lnf_mean), free(lnf_rstd);
-    eq_tensor_free(&x), eq_tensor_free(&target), eq_tensor_free(&lnf_out), eq_tensor_free(&dy);
-    eq_tensor_free(&dh), eq_tensor_free(&dx);
+    for (int l = 0; inputs != NULL && l <= L; l++) eq_tensor_free(&inputs[l]);
+    free(inputs), free(lnf_mean), free(lnf_rstd);
+    gpt_acts_free(&acts);
+    eq_tensor_free(&target), eq_tensor_free(&lnf_out), eq_tensor_free(&dy), eq_tensor_free(&dh), eq_tensor_free(&dx);
     return st;
 }
 
@@ -196,10 +214,10 @@ static eq_status reduce_gradients(const eq_step *step, gpt_run *run)
     return st;
 }
 
-static eq_status capture_run(gpt_run *run, eq_capture *cap)
+static eq_status capture_run(const eq_step *step, gpt_run *run, eq_capture *cap)
 {
     eq_status st = EQ_OK;
-    const int L = (int)run->z.layers;
+    const int L = (int)run->z.layers, grads = !step->forward_only;
     eq_tensor loss = {0};
     EQ_TRY(eq_capture_add(cap, 0, "input", EQ_ROLE_INPUT, &run->input));
     for (int l = 0; l < L; l++) {
@@ -208,11 +226,15 @@ static eq_status capture_run(gpt_run *run, eq_capture *cap)
 #define GPT_CAPTURE_PARAM(name, ndim, d0, d1, init, std) EQ_TRY(eq_capture_add(cap, l, #name, EQ_ROLE_PARAM, &p->name));
         GPT_BLOCK_PARAMS(GPT_CAPTURE_PARAM)
 #undef GPT_CAPTURE_PARAM
-#define GPT_CAPTURE_ACT(name, last) EQ_TRY(eq_capture_add(cap, l, #name, EQ_ROLE_ACTIVATION, &a->name));
+#define GPT_CAPTURE_ACT(name, last) \
+    if (run->capture_all) EQ_TRY(eq_capture_add(cap, l, #name, EQ_ROLE_ACTIVATION, &a->name));
         GPT_BLOCK_ACTS(GPT_CAPTURE_ACT)
 #undef GPT_CAPTURE_ACT
+        if (!run->capture_all) EQ_TRY(eq_capture_add(cap, l, "out", EQ_ROLE_ACTIVATION, &a->out));
+        if (!grads) continue;
         EQ_TRY(eq_capture_add(cap, l, "out_grad", EQ_ROLE_GRAD, &run->full_out_grad[l]));
-#define GPT_CAPTURE_GRAD(name, ndim, d0, d1, init, std) EQ_TRY(eq_capture_add(cap, l, #name "_grad", EQ_ROLE_GRAD, &g->name));
+#define GPT_CAPTURE_GRAD(name, ndim, d0, d1, init, std) \
+    EQ_TRY(eq_capture_add(cap, l, #name "_grad", EQ_ROLE_GRAD, &g->name));
         GPT_BLOCK_PARAMS(GPT_CAPTURE_GRAD)
 #undef GPT_CAPTURE_GRAD
     }
@@ -220,8 +242,8 @@ static eq_status capture_run(gpt_run *run, eq_capture *cap)
     EQ_TRY(eq_capture_add(cap, L, "lnf_beta", EQ_ROLE_PARAM, &run->lnf_beta));
     EQ_TRY(eq_capture_add(cap, L, "target", EQ_ROLE_INPUT, &run->target));
     EQ_TRY(eq_capture_add(cap, L, "lnf_out", EQ_ROLE_ACTIVATION, &run->full_lnf_out));
-    EQ_TRY(eq_capture_add(cap, L, "lnf_gamma_grad", EQ_ROLE_GRAD, &run->lnf_grads[0]));
-    EQ_TRY(eq_capture_add(cap, L, "lnf_beta_grad", EQ_ROLE_GRAD, &run->lnf_grads[1]));
+    if (grads) EQ_TRY(eq_capture_add(cap, L, "lnf_gamma_grad", EQ_ROLE_GRAD, &run->lnf_grads[0]));
+    if (grads) EQ_TRY(eq_capture_add(cap, L, "lnf_beta_grad", EQ_ROLE_GRAD, &run->lnf_grads[1]));
     const int64_t one = 1;
     EQ_TRY(eq_tensor_init(&loss, EQ_FP64, 1, &one));
     eq_tensor_set(&loss, 0, run->loss[0]);
@@ -252,6 +274,7 @@ static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
     memset(&run, 0, sizeof run);
     const int dp = step->layout.dp;
     EQ_TRY(read_sizes(step, &run.z));
+    run.capture_all = eq_size_get_or(step->size, "lean_capture", 0) == 0;
     const gpt_sizes *z = &run.z;
     const int L = (int)z->layers;
     run.params = calloc((size_t)L, sizeof *run.params);
@@ -275,15 +298,18 @@ static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
     for (int64_t i = 0; i < z->hidden; i++) eq_tensor_set(&run.lnf_gamma, i, 1.0);
     for (int l = 0; l < L; l++) {
         EQ_TRY(init_params(step, z, l, &run.params[l]));
-        EQ_TRY(gpt_acts_alloc(&run.full_acts[l], z, z->batch, step->dtype));
+        if (run.capture_all) EQ_TRY(gpt_acts_alloc(&run.full_acts[l], z, z->batch, step->dtype));
+        else EQ_TRY(eq_tensor_init(&run.full_acts[l].out, step->dtype, 3, x_shape));
+        if (step->forward_only) continue;
         EQ_TRY(eq_tensor_init(&run.full_out_grad[l], step->dtype, 3, x_shape));
         for (int d = 0; d < dp; d++) EQ_TRY(gpt_params_alloc(&run.grads[d * L + l], z, step->dtype));
     }
-    for (int i = 0; i < 2 * dp; i++) EQ_TRY(eq_tensor_init(&run.lnf_grads[i], step->dtype, 1, &z->hidden));
+    for (int i = 0; i < 2 * dp && !step->forward_only; i++)
+        EQ_TRY(eq_tensor_init(&run.lnf_grads[i], step->dtype, 1, &z->hidden));
 
     for (int d = 0; d < dp; d++) EQ_TRY(replica_step(step, &run, d));
-    EQ_TRY(reduce_gradients(step, &run));
-    EQ_TRY(capture_run(&run, cap));
+    if (!step->forward_only) EQ_TRY(reduce_gradients(step, &run));
+    EQ_TRY(capture_run(step, &run, cap));
 cleanup:
     free_run(&run, dp);
     return st;

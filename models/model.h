@@ -45,6 +45,7 @@ typedef struct {
     const eq_transport *transport;
     eq_grad_convention grads;   /* how data-parallel gradients are normalised and reduced */
     unsigned bugs;              /* eq_bug flags injected into this run */
+    int forward_only;           /* skip the backward (models without one ignore it) */
 } eq_step;
 
 typedef struct {
