@@ -283,6 +283,14 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
             c->tol.atol_scale == EQ_ATOL_REF_RMS ? " rms(ref)" : "", c->tol.rtol);
     eq_svg_escape(out, c->tol.source[0] ? c->tol.source : "no source given");
     fprintf(out, ").</p>\n");
+    if (strcmp(c->grad_tol.name, c->tol.name) != 0 && c->grad_tol.name[0] != '\0') {
+        fprintf(out, "<p class=\"note\">Gradients: tolerance <code>");
+        eq_svg_escape(out, c->grad_tol.name);
+        fprintf(out, "</code>: |d| &lt;= %g%s + %g |ref| (", c->grad_tol.atol,
+                c->grad_tol.atol_scale == EQ_ATOL_REF_RMS ? " rms(ref)" : "", c->grad_tol.rtol);
+        eq_svg_escape(out, c->grad_tol.source[0] ? c->grad_tol.source : "no source given");
+        fprintf(out, ").</p>\n");
+    }
     write_params_line(out, c);
     if (count_role(c, EQ_ROLE_ACTIVATION) > 0) EQ_TRY(write_plot(out, c, EQ_ROLE_ACTIVATION, "activations"));
     if (count_role(c, EQ_ROLE_GRAD) > 0) EQ_TRY(write_plot(out, c, EQ_ROLE_GRAD, "gradients"));

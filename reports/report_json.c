@@ -82,6 +82,8 @@ static json_t *run_json(const eq_run_meta *meta)
     bad |= json_object_set_new(o, "seed", meta->seed <= INT64_MAX ? json_integer((json_int_t)meta->seed)
                                                                    : json_string(seed));
     bad |= json_object_set_new(o, "version", json_string(meta->version));
+    bad |= json_object_set_new(o, "grads", json_string(meta->grads));
+    bad |= json_object_set_new(o, "injected", json_string(meta->injected));
     if (bad) json_decref(o);
     return bad ? NULL : o;
 }
@@ -103,18 +105,28 @@ static json_t *result_json(const eq_tensor_result *r)
     return bad ? NULL : o;
 }
 
+static json_t *tolerance_json(const eq_tolerance *t)
+{
+    json_t *o = json_object();
+    int bad = o == NULL;
+    bad |= json_object_set_new(o, "name", json_string(t->name));
+    bad |= json_object_set_new(o, "atol", number(t->atol));
+    bad |= json_object_set_new(o, "rtol", number(t->rtol));
+    bad |= json_object_set_new(o, "scale", json_string(t->atol_scale == EQ_ATOL_REF_RMS ? "ref_rms" : "absolute"));
+    bad |= json_object_set_new(o, "source", json_string(t->source));
+    if (bad) json_decref(o);
+    return bad ? NULL : o;
+}
+
 static json_t *comparison_json(const eq_comparison *c)
 {
-    json_t *o = json_object(), *tol = json_object(), *results = json_array();
+    json_t *o = json_object(), *tol = tolerance_json(&c->tol), *results = json_array();
     int bad = o == NULL || tol == NULL || results == NULL;
-    bad |= json_object_set_new(tol, "name", json_string(c->tol.name));
-    bad |= json_object_set_new(tol, "atol", number(c->tol.atol));
-    bad |= json_object_set_new(tol, "rtol", number(c->tol.rtol));
-    bad |= json_object_set_new(tol, "source", json_string(c->tol.source));
     for (int i = 0; i < c->count; i++) bad |= json_array_append_new(results, result_json(&c->results[i]));
     bad |= json_object_set_new(o, "reference", run_json(&c->ref_meta));
     bad |= json_object_set_new(o, "test", run_json(&c->test_meta));
     bad |= json_object_set_new(o, "tolerance", tol);
+    bad |= json_object_set_new(o, "grad_tolerance", tolerance_json(&c->grad_tol));
     bad |= json_object_set_new(o, "expect", json_string(eq_expect_name(c->expect)));
     bad |= json_object_set_new(o, "tensors", json_integer(c->count));
     bad |= json_object_set_new(o, "unexpected", json_integer(c->n_unexpected));

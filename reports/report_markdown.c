@@ -167,9 +167,13 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c)
             r->dp, r->tp);
     if (t->algorithm[0] != '\0') fprintf(out, " (%s)", t->algorithm);
     fprintf(out, "\n\n");
-    fprintf(out, "Expected: %s (parameters and inputs: bit_exact). Tolerance `%s`: `|d| <= %g + %g |ref|` (%s).\n\n",
-            eq_expect_name(c->expect), c->tol.name, c->tol.atol, c->tol.rtol,
-            c->tol.source[0] ? c->tol.source : "no source given");
+    fprintf(out, "Expected: %s (parameters and inputs: bit_exact). Tolerance `%s`: `|d| <= %g%s + %g |ref|` (%s).\n\n",
+            eq_expect_name(c->expect), c->tol.name, c->tol.atol, c->tol.atol_scale == EQ_ATOL_REF_RMS ? " rms(ref)" : "",
+            c->tol.rtol, c->tol.source[0] ? c->tol.source : "no source given");
+    if (strcmp(c->grad_tol.name, c->tol.name) != 0 && c->grad_tol.name[0] != '\0')
+        fprintf(out, "Gradients: tolerance `%s`: `|d| <= %g%s + %g |ref|` (%s).\n\n", c->grad_tol.name, c->grad_tol.atol,
+                c->grad_tol.atol_scale == EQ_ATOL_REF_RMS ? " rms(ref)" : "", c->grad_tol.rtol,
+                c->grad_tol.source[0] ? c->grad_tol.source : "no source given");
     write_params_line(out, c);
     write_tables(out, c);
     return write_unexpected(out, c);
