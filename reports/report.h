@@ -41,6 +41,10 @@ const char *eq_report_summary(const eq_comparison *cmps, int n, char *buf, size_
  * i.e. where a divergence starts; NULL if all are as expected. */
 const eq_tensor_result *eq_report_first_unexpected(const eq_comparison *c);
 
+/* The results of c not as expected, worst first (eq_report_worse_first, then capture order), in
+ * a malloc'd array the caller frees; *n of them. */
+eq_status eq_report_unexpected_worst_first(const eq_comparison *c, const eq_tensor_result ***sorted, int *n);
+
 /* Total results not as expected across comparisons. */
 int eq_report_unexpected(const eq_comparison *cmps, int n);
 

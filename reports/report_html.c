@@ -197,25 +197,16 @@ static void write_table(FILE *out, const eq_comparison *c, int index, eq_role ro
     fprintf(out, "</tbody>\n</table>\n");
 }
 
-static int worst_first(const void *a, const void *b)
-{
-    const eq_tensor_result *ra = *(const eq_tensor_result *const *)a, *rb = *(const eq_tensor_result *const *)b;
-    int order = eq_report_worse_first(ra, rb);
-    return order != 0 ? order : (ra > rb) - (ra < rb); /* then capture order */
-}
-
 static eq_status write_unexpected(FILE *out, const eq_comparison *c, int index)
 {
     if (c->n_unexpected == 0) {
         fprintf(out, "<p class=\"note\">All %d tensor%s as expected.</p>\n", c->count, c->count == 1 ? "" : "s");
         return EQ_OK;
     }
-    const eq_tensor_result **sorted = malloc((size_t)c->count * sizeof *sorted);
-    if (sorted == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot sort %d results", c->count);
+    const eq_tensor_result **sorted = NULL;
     int n = 0;
-    for (int i = 0; i < c->count; i++)
-        if (!c->results[i].as_expected) sorted[n++] = &c->results[i];
-    qsort(sorted, (size_t)n, sizeof *sorted, worst_first);
+    eq_status st = eq_report_unexpected_worst_first(c, &sorted, &n);
+    if (st != EQ_OK) return st;
     fprintf(out, "<h4>Not as expected, worst first (%d of %d tensors)</h4>\n<ol class=\"unexpected\">\n", n, c->count);
     for (int i = 0; i < n; i++) {
         const eq_tensor_result *r = sorted[i];

@@ -123,25 +123,16 @@ static void write_tables(FILE *out, const eq_comparison *c)
     }
 }
 
-static int compare_results(const void *a, const void *b)
-{
-    const eq_tensor_result *ra = *(const eq_tensor_result *const *)a, *rb = *(const eq_tensor_result *const *)b;
-    int order = eq_report_worse_first(ra, rb);
-    return order != 0 ? order : (ra > rb) - (ra < rb); /* then capture order */
-}
-
 static eq_status write_unexpected(FILE *out, const eq_comparison *c)
 {
     if (c->n_unexpected == 0) {
         fprintf(out, "All %d tensor%s as expected.\n\n", c->count, c->count == 1 ? "" : "s");
         return EQ_OK;
     }
-    const eq_tensor_result **sorted = malloc((size_t)c->count * sizeof *sorted);
-    if (sorted == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot sort %d results", c->count);
+    const eq_tensor_result **sorted = NULL;
     int n = 0;
-    for (int i = 0; i < c->count; i++)
-        if (!c->results[i].as_expected) sorted[n++] = &c->results[i];
-    qsort(sorted, (size_t)n, sizeof *sorted, compare_results);
+    eq_status st = eq_report_unexpected_worst_first(c, &sorted, &n);
+    if (st != EQ_OK) return st;
     const eq_tensor_result *first = eq_report_first_unexpected(c);
     fprintf(out, "Where it starts (the first not as expected, in capture order): `%s`: %s.\n\n", first->path,
             first->diagnosis);

@@ -1,5 +1,6 @@
 /* The summary line that ends every report, and the orderings the writers share. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "reports/report.h"
 
@@ -62,4 +63,22 @@ const eq_tensor_result *eq_report_first_unexpected(const eq_comparison *c)
     for (int i = 0; i < c->count; i++)
         if (!c->results[i].as_expected) return &c->results[i];
     return NULL;
+}
+
+static int worst_first(const void *a, const void *b)
+{
+    const eq_tensor_result *ra = *(const eq_tensor_result *const *)a, *rb = *(const eq_tensor_result *const *)b;
+    int order = eq_report_worse_first(ra, rb);
+    return order != 0 ? order : (ra > rb) - (ra < rb); /* then capture order */
+}
+
+eq_status eq_report_unexpected_worst_first(const eq_comparison *c, const eq_tensor_result ***sorted, int *n)
+{
+    *n = 0;
+    *sorted = malloc((size_t)(c->count > 0 ? c->count : 1) * sizeof **sorted);
+    if (*sorted == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot sort %d results", c->count);
+    for (int i = 0; i < c->count; i++)
+        if (!c->results[i].as_expected) (*sorted)[(*n)++] = &c->results[i];
+    qsort(*sorted, (size_t)*n, sizeof **sorted, worst_first);
+    return EQ_OK;
 }
