@@ -55,6 +55,13 @@ else
     echo "FAIL: JSON on stdout does not parse"; fail=1
 fi
 
+# The matrix: one row per cell, and the files under --out (report.json is what `equiv diff` reads).
+check "matrix of row_parallel" 0 "$equiv" matrix --case row_parallel --out "$work/matrix"
+expect_output "matrix closing line" '^equiv matrix: 8 cells, all as expected$'
+for f in matrix.md matrix.json matrix.html report.json; do
+    if [ -s "$work/matrix/$f" ]; then echo "ok: matrix wrote $f"; else echo "FAIL: matrix did not write $f"; fail=1; fi
+done
+
 # Planted differences, written with h5py into copies of the fp32 tp4 dump.
 if "$py" -c 'import h5py' 2>/dev/null; then
     plant() { # plant NAME PYTHON-EXPRESSION-ON-d (d: numpy array of layers/00/out)

@@ -15,6 +15,9 @@ void eq_cli_print_help(void)
            "usage:\n"
            "  equiv --case NAME [--tp N] [--dp N] [options]   run, compare against dp1-tp1, report\n"
            "  equiv compare REF.h5 TEST.h5 [options]           compare two dumps\n"
+           "  equiv diff BASE.json HEAD.json [--growth F]      what a change did to divergence (PR comment)\n"
+           "  equiv matrix [--case NAME] [--dtype D] [--out DIR]   every case x layout x dtype, one summary\n"
+           "  equiv golden [--update] [--case NAME]            check (or rewrite) golden/envelopes\n"
            "  equiv --list                                     cases, layouts, dtypes, algorithms\n"
            "  equiv --help | --version\n"
            "\n"
@@ -105,6 +108,12 @@ static eq_status parse_option(eq_cli *cli, const char *opt, const char *val)
         }
     } else if (strcmp(opt, "--tolerance") == 0) cli->tolerance_name = val;
     else if (strcmp(opt, "--out") == 0) cli->out_dir = val;
+    else if (strcmp(opt, "--growth") == 0) {
+        char *end = NULL;
+        cli->growth = strtod(val, &end);
+        if (end == val || *end != '\0' || !(cli->growth >= 1.0 && cli->growth < 1e6))
+            st = EQ_FAIL(EQ_ERR_USAGE, "--growth wants a factor >= 1, got '%s'", val);
+    }
     else if (strcmp(opt, "--format") == 0) st = parse_format(val, &cli->format);
     else if (strcmp(opt, "--cases-dir") == 0) cli->cases_dir = val;
     else if (strcmp(opt, "--tolerances") == 0) cli->tolerances_path = val;
@@ -123,6 +132,7 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
     cli->backend = "cpu";
     cli->transport = "sim";
     cli->format = EQ_FORMAT_MARKDOWN;
+    cli->growth = 1.5;
     int n_positional = 0;
     const char *positional[3] = {0};
     for (int i = 1; i < argc; i++) {
@@ -132,6 +142,7 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
         else if (strcmp(arg, "--list") == 0) cli->command = EQ_CMD_LIST;
         else if (strcmp(arg, "--verbose") == 0 || strcmp(arg, "-v") == 0) cli->verbose = 1;
         else if (strcmp(arg, "--forward-only") == 0) cli->forward_only = 1;
+        else if (strcmp(arg, "--update") == 0) cli->update = 1;
         else if (strncmp(arg, "--", 2) == 0) {
             const char *eq = strchr(arg, '=');
             char opt[64];
@@ -159,12 +170,26 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
         cli->compare_paths[1] = positional[2];
         return EQ_OK;
     }
-    if (n_positional > 0 && strcmp(positional[0], "list") == 0 && n_positional == 1) {
-        cli->command = EQ_CMD_LIST;
+    if (n_positional > 0 && strcmp(positional[0], "diff") == 0) {
+        if (n_positional != 3) return EQ_FAIL(EQ_ERR_USAGE, "diff needs two reports: equiv diff BASE.json HEAD.json");
+        cli->command = EQ_CMD_DIFF;
+        cli->compare_paths[0] = positional[1];
+        cli->compare_paths[1] = positional[2];
         return EQ_OK;
     }
+    static const struct {
+        const char *name;
+        eq_command command;
+    } single_word[] = {{"list", EQ_CMD_LIST}, {"matrix", EQ_CMD_MATRIX}, {"golden", EQ_CMD_GOLDEN}};
+    for (size_t i = 0; n_positional == 1 && i < sizeof single_word / sizeof single_word[0]; i++) {
+        if (strcmp(positional[0], single_word[i].name) == 0) {
+            cli->command = single_word[i].command;
+            return EQ_OK;
+        }
+    }
     if (n_positional > 0 && !(strcmp(positional[0], "run") == 0 && n_positional == 1))
-        return EQ_FAIL(EQ_ERR_USAGE, "unknown command '%s' (known: run, compare, list)", positional[0]);
+        return EQ_FAIL(EQ_ERR_USAGE, "unknown command '%s' (known: run, compare, diff, matrix, golden, list)",
+                       positional[0]);
     if (cli->case_name == NULL) return EQ_FAIL(EQ_ERR_USAGE, "no --case given (see equiv --list)");
     return EQ_OK;
 }

@@ -7,13 +7,22 @@
 #include "harness/case_file.h"
 #include "reductions/collectives.h"
 
-typedef enum { EQ_CMD_RUN, EQ_CMD_COMPARE, EQ_CMD_LIST, EQ_CMD_HELP, EQ_CMD_VERSION } eq_command;
+typedef enum {
+    EQ_CMD_RUN,
+    EQ_CMD_COMPARE,
+    EQ_CMD_DIFF,
+    EQ_CMD_MATRIX,
+    EQ_CMD_GOLDEN,
+    EQ_CMD_LIST,
+    EQ_CMD_HELP,
+    EQ_CMD_VERSION,
+} eq_command;
 typedef enum { EQ_FORMAT_MARKDOWN, EQ_FORMAT_JSON, EQ_FORMAT_HTML } eq_format;
 
 typedef struct {
     eq_command command;
     /* run */
-    const char *case_name;
+    const char *case_name;             /* run: the case; matrix, golden: a filter (NULL: every case) */
     const char *size;                  /* "ci" unless --size */
     int dp, tp;                        /* 0 = not given */
     int all_dtypes;                    /* no --dtype: every dtype the case lists */
@@ -25,8 +34,10 @@ typedef struct {
     int grads;                         /* eq_grad_convention (models/model.h) */
     unsigned bugs;                     /* eq_bug flags to inject into the layout's run, never the reference */
     int forward_only;                  /* --forward-only: no backward, no gradients */
-    /* compare */
+    /* compare (two dumps), diff (two report.json) */
     const char *compare_paths[2];
+    double growth;                     /* diff: a layer regressed when its divergence grew past this factor */
+    int update;                        /* golden --update */
     int has_expect;
     eq_expect expect;
     const char *tolerance_name;        /* --tolerance ENTRY, else from the case or the dtype */

@@ -1,0 +1,104 @@
+/* equiv matrix and equiv golden: every case x layout x dtype at once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "equiv_config.h"
+#include "harness/atomic_file.h"
+#include "harness/commands.h"
+#include "harness/golden.h"
+#include "harness/matrix.h"
+#include "reports/matrix_report.h"
+#include "reports/report.h"
+
+/* Cases and the tolerance table: --cases-dir/--tolerances, else $EQUIV_HOME, else the source tree. */
+static void matrix_paths(const eq_cli *cli, char *cases_dir, char *tolerances, char *golden_dir, size_t len)
+{
+    const char *home = getenv("EQUIV_HOME");
+    if (home == NULL || home[0] == '\0') home = EQUIV_SOURCE_ROOT;
+    if (cli->cases_dir) snprintf(cases_dir, len, "%s", cli->cases_dir);
+    else snprintf(cases_dir, len, "%s/cases", home);
+    if (cli->tolerances_path) snprintf(tolerances, len, "%s", cli->tolerances_path);
+    else snprintf(tolerances, len, "%s/golden/tolerances.ini", home);
+    snprintf(golden_dir, len, "%s/golden/envelopes", home);
+}
+
+typedef eq_status (*matrix_writer)(FILE *out, const eq_matrix *m);
+
+static eq_status write_file(const char *dir, const char *name, matrix_writer write, const eq_matrix *m)
+{
+    char path[4096];
+    eq_atomic_file af = {0};
+    eq_status st = EQ_OK;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    EQ_TRY(eq_atomic_begin(&af, path, 1));
+    EQ_TRY(write(af.fp, m));
+    EQ_TRY(eq_atomic_commit(&af));
+cleanup:
+    eq_atomic_abort(&af);
+    return st;
+}
+
+/* Every cell's tensors, in the per-run report format that `equiv diff` reads. */
+static eq_status write_report_json(FILE *out, const eq_matrix *m) { return eq_report_json(out, m->comparisons, m->count); }
+
+eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected)
+{
+    eq_status st = EQ_OK;
+    char cases_dir[2048], tolerances[2048], golden_dir[2048];
+    eq_matrix m;
+    memset(&m, 0, sizeof m);
+    matrix_paths(cli, cases_dir, tolerances, golden_dir, sizeof cases_dir);
+    eq_matrix_options opt = {.cases_dir = cases_dir, .tolerances_path = tolerances, .case_filter = cli->case_name,
+                             .dtype_filter = cli->all_dtypes ? -1 : (int)cli->dtype, .size = cli->size,
+                             .algo = cli->algo, .seed = cli->seed, .progress = stderr};
+    EQ_TRY(eq_matrix_run(&opt, &m));
+    if (cli->out_dir) {
+        EQ_TRY(eq_ensure_dir(cli->out_dir));
+        EQ_TRY(write_file(cli->out_dir, "matrix.md", eq_matrix_markdown, &m));
+        EQ_TRY(write_file(cli->out_dir, "matrix.json", eq_matrix_json, &m));
+        EQ_TRY(write_file(cli->out_dir, "matrix.html", eq_matrix_html, &m));
+        EQ_TRY(write_file(cli->out_dir, "report.json", write_report_json, &m));
+    }
+    switch (cli->format) {
+    case EQ_FORMAT_JSON: st = eq_matrix_json(stdout, &m); break;
+    case EQ_FORMAT_HTML: st = eq_matrix_html(stdout, &m); break;
+    case EQ_FORMAT_MARKDOWN: st = eq_matrix_markdown(stdout, &m); break;
+    }
+    *n_unexpected = eq_matrix_unexpected_cells(&m);
+cleanup:
+    eq_matrix_free(&m);
+    return st;
+}
+
+/* The envelopes are recorded at the ci size with seed 1234 and the ring order (golden/README.md). */
+eq_status eq_cmd_golden(const eq_cli *cli, int *n_unexpected)
+{
+    eq_status st = EQ_OK;
+    char cases_dir[2048], tolerances[2048], golden_dir[2048], path[4096];
+    eq_matrix m;
+    memset(&m, 0, sizeof m);
+    matrix_paths(cli, cases_dir, tolerances, golden_dir, sizeof cases_dir);
+    eq_matrix_options opt = {.cases_dir = cases_dir, .tolerances_path = tolerances, .case_filter = cli->case_name,
+                             .dtype_filter = -1, .size = "ci", .algo = EQ_ALGO_RING, .seed = 1234,
+                             .progress = stderr};
+    EQ_TRY(eq_matrix_run(&opt, &m));
+    if (cli->update) {
+        EQ_TRY(eq_golden_update(golden_dir, &m, stdout));
+        goto cleanup;
+    }
+    int total = 0;
+    for (int i = 0; i < m.count; i++) {
+        if (i > 0 && strcmp(m.rows[i].case_name, m.rows[i - 1].case_name) == 0) continue;
+        int outside = 0;
+        snprintf(path, sizeof path, "%s/%s.json", golden_dir, m.rows[i].case_name);
+        EQ_TRY(eq_golden_check(path, &m, m.rows[i].case_name, stdout, &outside));
+        printf("golden: %s: %s\n", m.rows[i].case_name, outside ? "LEFT its envelope" : "inside its envelope");
+        total += outside;
+    }
+    if (total > 0) printf("golden: %d tensors outside; golden/README.md says when `equiv golden --update` is right\n", total);
+    *n_unexpected = total;
+cleanup:
+    eq_matrix_free(&m);
+    return st;
+}

@@ -1,0 +1,535 @@
+/* equiv diff: two JSON reports (base, head) -> a Markdown pull-request comment on what the change
+ * did to every tensor's divergence. The rules are in report_diff.h. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports/report.h"
+#include "reports/report_diff.h"
+
+/* GitHub refuses a comment over 65536 characters. Text from a report is cut (names at NAME_TEXT,
+ * paths at PATH_TEXT, diagnoses at DIAGNOSIS_TEXT characters, escapes included), so a table row
+ * stays under ~400 characters and MAX_TABLE_ROWS of them under 24000; a block holds at most
+ * MAX_TENSOR_ROWS rows of under ~550 and a chart of at most MAX_CHART_LAYERS points, under
+ * 13000 in all; no block starts once BLOCK_BUDGET characters are written: the comment ends
+ * below ~58000. */
+#define BLOCK_BUDGET 44000
+#define MAX_TABLE_ROWS 60
+#define MAX_TENSOR_ROWS 20
+#define MAX_CHART_LAYERS 64
+#define NAME_TEXT 40
+#define PATH_TEXT 100
+#define DIAGNOSIS_TEXT 200
+
+/* What happened to a tensor, the regressions first and worst first. */
+typedef enum {
+    CHANGE_NONE, CHANGE_NEW_FAILURE, CHANGE_STOPPED_EXACT, CHANGE_GREW, CHANGE_ONLY_BASE, CHANGE_ONLY_HEAD,
+    CHANGE_FIXED, CHANGE_BECAME_EXACT, CHANGE_SHRANK, CHANGE_COUNT
+} change_kind;
+static const char *const change_names[CHANGE_COUNT] = {
+    "unchanged",    "new failure", "no longer bit-exact", "grew",  "only in base",
+    "only in head", "fixed",       "became bit-exact",    "shrank"};
+#define IS_REGRESSION(kind) ((kind) >= CHANGE_NEW_FAILURE && (kind) <= CHANGE_GREW)
+
+typedef struct {
+    json_t *base, *head; /* the result objects; one is NULL for a tensor on one side only */
+    change_kind kind;
+    double factor;       /* head / base of max or mean |d|, whichever rose more (NAN: none) */
+    int order;           /* capture order, to keep ties in it */
+} tensor_change;
+
+typedef struct {
+    json_t *base, *head;    /* the comparison objects; one is NULL for a cell on one side only */
+    tensor_change *changes; /* every tensor that changed, worst first */
+    int n_changes, n_regressed;
+    int counts[CHANGE_COUNT];
+    double worst_factor; /* largest factor of a tensor on both sides (NAN: none) */
+} cell_diff;
+
+typedef struct {
+    FILE *f;
+    long written; /* characters so far, against GitHub's limit */
+} comment;
+
+static const char *text(const json_t *object, const char *key)
+{
+    const char *s = json_string_value(json_object_get(object, key));
+    return s != NULL ? s : "";
+}
+
+/* A number as report_json.c writes it: a JSON number, or "NaN", "Infinity", "-Infinity". */
+static int read_number(const json_t *value, double *out)
+{
+    const char *s = json_string_value(value);
+    if (json_is_number(value)) *out = json_number_value(value);
+    else if (s != NULL && strcmp(s, "NaN") == 0) *out = NAN;
+    else if (s != NULL && strcmp(s, "Infinity") == 0) *out = INFINITY;
+    else if (s != NULL && strcmp(s, "-Infinity") == 0) *out = -INFINITY;
+    else return 0;
+    return 1;
+}
+
+static double metric(const json_t *result, const char *key)
+{
+    double v = NAN;
+    read_number(json_object_get(json_object_get(result, "metrics"), key), &v);
+    return v;
+}
+
+/* The fields the diff reads, checked once so that the rest can take them as given: the first
+ * one missing or of the wrong type in a comparison, NULL if none. */
+static const char *missing_field(const json_t *cmp)
+{
+    static const char *const run_keys[] = {"case", "dtype", "algorithm", "grads", "size"};
+    static const char *const result_keys[] = {"path", "name", "observed", "diagnosis"};
+    const json_t *test = json_object_get(cmp, "test"), *results = json_object_get(cmp, "results");
+    json_t *r;
+    double v;
+    size_t i;
+    for (size_t k = 0; k < sizeof run_keys / sizeof run_keys[0]; k++)
+        if (!json_is_string(json_object_get(test, run_keys[k]))) return run_keys[k];
+    if (!json_is_integer(json_object_get(test, "dp")) || !json_is_integer(json_object_get(test, "tp"))) return "dp/tp";
+    if (!json_is_array(results)) return "results";
+    json_array_foreach(results, i, r) {
+        for (size_t k = 0; k < sizeof result_keys / sizeof result_keys[0]; k++)
+            if (!json_is_string(json_object_get(r, result_keys[k]))) return result_keys[k];
+        if (!json_is_integer(json_object_get(r, "layer"))) return "layer";
+        if (!json_is_boolean(json_object_get(r, "as_expected"))) return "as_expected";
+        if (!read_number(json_object_get(json_object_get(r, "metrics"), "max_abs"), &v)) return "metrics.max_abs";
+        if (!read_number(json_object_get(json_object_get(r, "metrics"), "mean_abs"), &v)) return "metrics.mean_abs";
+    }
+    return NULL;
+}
+
+static eq_status load_report(const char *path, json_t **out)
+{
+    eq_status st = EQ_OK;
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err), *cmp;
+    size_t i;
+    if (root == NULL && json_error_code(&err) == json_error_cannot_open_file) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "cannot read report %s: %s", path, strerror(errno));
+        goto cleanup;
+    }
+    if (root == NULL) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s is not JSON: %s (line %d, column %d)", path, err.text, err.line, err.column);
+        goto cleanup;
+    }
+    const json_t *tag = json_object_get(root, "equiv_report"), *list = json_object_get(root, "comparisons");
+    if (!json_is_integer(tag) || json_integer_value(tag) != 1 || !json_is_array(list)) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s is not an equiv report (no \"equiv_report\": 1 and \"comparisons\" list)", path);
+        goto cleanup;
+    }
+    json_array_foreach(list, i, cmp) {
+        const char *missing = missing_field(cmp);
+        if (missing != NULL) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: comparison %zu lacks \"%s\" or has the wrong type there", path, i, missing);
+            goto cleanup;
+        }
+    }
+    *out = root;
+    root = NULL;
+cleanup:
+    json_decref(root);
+    return st;
+}
+
+/* Two comparisons are the same cell when their test runs agree on these. */
+static int same_cell(const json_t *a, const json_t *b)
+{
+    static const char *const keys[] = {"case", "dtype", "dp", "tp", "algorithm", "grads", "size"};
+    const json_t *test_a = json_object_get(a, "test"), *test_b = json_object_get(b, "test");
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        if (!json_equal(json_object_get(test_a, keys[k]), json_object_get(test_b, keys[k]))) return 0;
+    return 1;
+}
+
+/* The cells in base order, then those only in head. A head comparison pairs with the first base
+ * comparison of its cell not yet paired, so a cell a report holds twice pairs in order. */
+static eq_status match_cells(json_t *base, json_t *head, cell_diff **cells, int *n_cells)
+{
+    json_t *base_list = json_object_get(base, "comparisons"), *head_list = json_object_get(head, "comparisons");
+    int n_base = (int)json_array_size(base_list), n_head = (int)json_array_size(head_list), n = n_base;
+    cell_diff *out = calloc((size_t)(n_base + n_head) + 1, sizeof *out);
+    if (out == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "out of memory matching the cells of two reports");
+    for (int c = 0; c < n_base; c++) out[c].base = json_array_get(base_list, (size_t)c);
+    for (int j = 0; j < n_head; j++) {
+        json_t *h = json_array_get(head_list, (size_t)j);
+        int c = 0;
+        while (c < n_base && (out[c].head != NULL || !same_cell(out[c].base, h))) c++;
+        out[c < n_base ? c : n++].head = h;
+    }
+    for (int c = 0; c < n; c++) out[c].worst_factor = NAN;
+    *cells = out;
+    *n_cells = n;
+    return EQ_OK;
+}
+
+/* head / base of a |d|; 1 when both are at or below the floor (noise), infinite from a zero. */
+static double growth_factor(double base, double head, double floor_abs)
+{
+    if (isnan(base) || isnan(head)) return NAN;
+    if (head <= floor_abs && base <= floor_abs) return 1.0;
+    return base == 0.0 ? INFINITY : head / base;
+}
+
+static change_kind classify(const json_t *b, const json_t *h, const eq_diff_options *opt, double *factor)
+{
+    double b_max = metric(b, "max_abs"), h_max = metric(h, "max_abs");
+    double b_mean = metric(b, "mean_abs"), h_mean = metric(h, "mean_abs");
+    double f_max = growth_factor(b_max, h_max, opt->floor), f_mean = growth_factor(b_mean, h_mean, opt->floor);
+    *factor = isnan(f_max) || f_mean > f_max ? f_mean : f_max;
+    int b_ok = json_is_true(json_object_get(b, "as_expected")), h_ok = json_is_true(json_object_get(h, "as_expected"));
+    int b_exact = strcmp(text(b, "observed"), "bit-exact") == 0;
+    int h_exact = strcmp(text(h, "observed"), "bit-exact") == 0;
+    if (b_ok && !h_ok) return CHANGE_NEW_FAILURE;
+    if (b_exact && !h_exact) return CHANGE_STOPPED_EXACT;
+    if ((f_max > opt->growth && h_max > opt->floor) || (f_mean > opt->growth && h_mean > opt->floor))
+        return CHANGE_GREW;
+    if (!b_ok && h_ok) return CHANGE_FIXED;
+    if (!b_exact && h_exact) return CHANGE_BECAME_EXACT;
+    if ((f_max < 1.0 / opt->growth && b_max > opt->floor) || (f_mean < 1.0 / opt->growth && b_mean > opt->floor))
+        return CHANGE_SHRANK;
+    return CHANGE_NONE;
+}
+
+/* Worst first: by kind (regressions first), then the larger factor, then capture order. */
+static int worse_change_first(const void *pa, const void *pb)
+{
+    const tensor_change *a = pa, *b = pb;
+    if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
+    if (!isnan(a->factor) && (isnan(b->factor) || a->factor > b->factor)) return -1;
+    if (!isnan(b->factor) && (isnan(a->factor) || b->factor > a->factor)) return 1;
+    return a->order - b->order;
+}
+
+static void add_change(cell_diff *cell, json_t *b, json_t *h, change_kind kind, double factor)
+{
+    cell->changes[cell->n_changes] = (tensor_change){b, h, kind, factor, cell->n_changes};
+    cell->n_changes++;
+    cell->counts[kind]++;
+    cell->n_regressed += IS_REGRESSION(kind);
+}
+
+/* Whether result j of `results` has r's path. */
+static int same_path(const json_t *r, const json_t *results, size_t j)
+{
+    return strcmp(text(r, "path"), text(json_array_get(results, j), "path")) == 0;
+}
+
+/* Pairs the results of a cell by path (looking first at the same position: both sides capture
+ * in the same order unless the model changed) and classifies each pair. */
+static eq_status diff_cell(cell_diff *cell, const eq_diff_options *opt)
+{
+    if (cell->base == NULL || cell->head == NULL) return EQ_OK;
+    json_t *base_results = json_object_get(cell->base, "results"), *r;
+    json_t *head_results = json_object_get(cell->head, "results");
+    size_t n_base = json_array_size(base_results), n_head = json_array_size(head_results), i;
+    char *head_paired = calloc(n_head + 1, 1);
+    cell->changes = calloc(n_base + n_head + 1, sizeof *cell->changes);
+    if (head_paired == NULL || cell->changes == NULL) {
+        free(head_paired);
+        return EQ_FAIL(EQ_ERR_NOMEM, "out of memory comparing the results of a cell");
+    }
+    json_array_foreach(base_results, i, r) {
+        size_t j = i;
+        if (j >= n_head || head_paired[j] || !same_path(r, head_results, j))
+            for (j = 0; j < n_head && (head_paired[j] || !same_path(r, head_results, j)); j++) continue;
+        if (j == n_head) {
+            add_change(cell, r, NULL, CHANGE_ONLY_BASE, NAN);
+            continue;
+        }
+        json_t *h = json_array_get(head_results, j);
+        double factor;
+        change_kind kind = classify(r, h, opt, &factor);
+        head_paired[j] = 1;
+        if (!isnan(factor) && (isnan(cell->worst_factor) || factor > cell->worst_factor)) cell->worst_factor = factor;
+        if (kind != CHANGE_NONE) add_change(cell, r, h, kind, factor);
+    }
+    json_array_foreach(head_results, i, r) if (!head_paired[i]) add_change(cell, NULL, r, CHANGE_ONLY_HEAD, NAN);
+    qsort(cell->changes, (size_t)cell->n_changes, sizeof *cell->changes, worse_change_first);
+    free(head_paired);
+    return EQ_OK;
+}
+
+static void __attribute__((format(printf, 2, 3))) emit(comment *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vfprintf(out->f, fmt, ap);
+    va_end(ap);
+    if (n > 0) out->written += n;
+}
+
+/* Text from a report in the comment, at most about `limit` characters of it (cut between UTF-8
+ * sequences, "..." after): '|' escaped (GFM splits table cells on it even in code spans), '`'
+ * escaped outside code and a quote inside (a code span cannot escape it), HTML's < > & as
+ * entities outside code, line breaks as spaces. */
+static void emit_text(comment *out, const char *s, long limit, int in_code)
+{
+    long start = out->written;
+    size_t i;
+    for (i = 0; s[i] != '\0' && (out->written - start < limit || ((unsigned char)s[i] & 0xC0) == 0x80); i++) {
+        char c = s[i];
+        if (c == '|' || (c == '`' && !in_code)) emit(out, "\\%c", c);
+        else if (c == '`') emit(out, "'");
+        else if (!in_code && c == '<') emit(out, "&lt;");
+        else if (!in_code && c == '>') emit(out, "&gt;");
+        else if (!in_code && c == '&') emit(out, "&amp;");
+        else emit(out, "%c", c == '\n' || c == '\r' ? ' ' : c);
+    }
+    if (s[i] != '\0') emit(out, "...");
+}
+
+static const char *format_factor(double factor, char *buf, size_t len)
+{
+    if (isnan(factor)) snprintf(buf, len, "-");
+    else if (isinf(factor)) snprintf(buf, len, "from 0");
+    else if (factor < 100.0) snprintf(buf, len, "%.1fx", factor);
+    else snprintf(buf, len, factor < 1e4 ? "%.0fx" : "%.1ex", factor);
+    return buf;
+}
+
+/* "ok" when every tensor is as expected, else "3 FAIL"; "missing" for a side without the cell. */
+static const char *format_verdict(const json_t *cmp, char *buf, size_t len)
+{
+    size_t i, failing = 0;
+    json_t *r, *results = json_object_get(cmp, "results");
+    json_array_foreach(results, i, r) failing += !json_is_true(json_object_get(r, "as_expected"));
+    if (cmp == NULL) snprintf(buf, len, "missing");
+    else if (failing == 0) snprintf(buf, len, "ok");
+    else snprintf(buf, len, "%zu FAIL", failing);
+    return buf;
+}
+
+/* "34 new failures, 2 grew, 1 fixed" for the kinds from `first` on, or "-" when none. */
+static void emit_counts(comment *out, const int *counts, int first)
+{
+    int named = 0;
+    for (int k = first; k < CHANGE_COUNT; k++)
+        if (counts[k] > 0)
+            emit(out, "%s%d %s%s", named++ ? ", " : "", counts[k], change_names[k],
+                 k == CHANGE_NEW_FAILURE && counts[k] != 1 ? "s" : "");
+    if (named == 0) emit(out, "-");
+}
+
+/* "gpt bf16 dp8-tp2 (ring, avg, ci)": case, dtype, layout (algorithm, gradients, size). */
+static void emit_cell_name(comment *out, const cell_diff *cell)
+{
+    const json_t *t = json_object_get(cell->base != NULL ? cell->base : cell->head, "test");
+    static const char *const parts[] = {"case", " ", "dtype", " (", "algorithm", ", ", "grads", ", ", "size", ")"};
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k += 2) {
+        emit_text(out, text(t, parts[k]), NAME_TEXT, 0);
+        if (k == 2)
+            emit(out, " dp%lld-tp%lld", (long long)json_integer_value(json_object_get(t, "dp")),
+                 (long long)json_integer_value(json_object_get(t, "tp")));
+        emit(out, "%s", parts[k + 1]);
+    }
+}
+
+/* 0 regressed, 1 changed otherwise, 2 unchanged: the order of the table. */
+static int cell_rank(const cell_diff *cell)
+{
+    if (cell->n_regressed > 0 || cell->head == NULL) return 0;
+    return cell->n_changes > 0 || cell->base == NULL ? 1 : 2;
+}
+
+static void write_table(comment *out, const cell_diff *cells, int n_cells)
+{
+    int rows = 0;
+    char base_verdict[32], head_verdict[32], factor[32];
+    emit(out, "| Cell | Base -> Head | Worst growth | Changes |\n|------|--------------|-------------:|---------|\n");
+    for (int rank = 0; rank <= 2; rank++) {
+        for (int c = 0; c < n_cells; c++) {
+            const cell_diff *cell = &cells[c];
+            if (cell_rank(cell) != rank || rows++ >= MAX_TABLE_ROWS) continue;
+            emit(out, "| ");
+            emit_cell_name(out, cell);
+            emit(out, " | %s -> %s%s%s | %s | ", format_verdict(cell->base, base_verdict, sizeof base_verdict),
+                 rank == 0 ? "**" : "", format_verdict(cell->head, head_verdict, sizeof head_verdict),
+                 rank == 0 ? "**" : "", format_factor(cell->worst_factor, factor, sizeof factor));
+            if (cell->head == NULL) emit(out, "missing from head");
+            else if (cell->base == NULL) emit(out, "new in head");
+            else emit_counts(out, cell->counts, CHANGE_NEW_FAILURE);
+            emit(out, " |\n");
+        }
+    }
+    if (rows > MAX_TABLE_ROWS) emit(out, "\n... and %d more cells\n", rows - MAX_TABLE_ROWS);
+    emit(out, "\n");
+}
+
+/* The tensor the chart follows: the block output "out" when the cell has one, else the name
+ * with the most layers (the first such in capture order). */
+static const char *chart_tensor(const json_t *results)
+{
+    const char *best = NULL;
+    int best_count = 0;
+    size_t i, j;
+    json_t *r, *other;
+    json_array_foreach(results, i, r) if (strcmp(text(r, "name"), "out") == 0) return "out";
+    json_array_foreach(results, i, r) {
+        int count = 0;
+        json_array_foreach(results, j, other) count += strcmp(text(r, "name"), text(other, "name")) == 0;
+        if (count > best_count) best = text(r, "name"), best_count = count;
+    }
+    return best;
+}
+
+/* A Mermaid xychart (GitHub renders it inline) of the chosen tensor's max |d| by layer in head,
+ * base against head (the base tensor of the same path; 0 where base lacks it or a value is not
+ * finite). Mermaid's numbers have no exponent, so small values are scaled and the axis says so. */
+static void write_chart(comment *out, const cell_diff *cell)
+{
+    json_t *head_results = json_object_get(cell->head, "results"), *r;
+    json_t *base_results = json_object_get(cell->base, "results");
+    const char *name = chart_tensor(head_results);
+    int layers[MAX_CHART_LAYERS], n = 0, exponent = 0;
+    double values[2][MAX_CHART_LAYERS] = {{0}}, largest = 0.0;
+    size_t i, j;
+    if (name == NULL) return;
+    json_array_foreach(head_results, i, r) {
+        if (n == MAX_CHART_LAYERS || strcmp(text(r, "name"), name) != 0) continue;
+        layers[n] = (int)json_integer_value(json_object_get(r, "layer"));
+        for (j = 0; j < json_array_size(base_results) && !same_path(r, base_results, j); j++) continue;
+        values[0][n] = metric(json_array_get(base_results, j), "max_abs");
+        values[1][n] = metric(r, "max_abs");
+        for (int side = 0; side < 2; side++) {
+            if (!isfinite(values[side][n])) values[side][n] = 0.0;
+            largest = fmax(largest, values[side][n]);
+        }
+        n++;
+    }
+    if (largest > 0.0 && (largest < 1.0 || largest >= 1e4)) exponent = (int)floor(log10(largest));
+    emit(out, "Max |d| of `");
+    emit_text(out, name, NAME_TEXT, 1);
+    emit(out, "` by layer: first line base, second line head%s.\n\n", n == MAX_CHART_LAYERS ? " (first layers)" : "");
+    emit(out, "```mermaid\nxychart-beta\n    title \"max |d| by layer: base vs head\"\n    x-axis \"layer\" [");
+    for (int k = 0; k < n; k++) emit(out, "%s\"%d\"", k ? ", " : "", layers[k]);
+    if (exponent != 0) emit(out, "]\n    y-axis \"max |d| (x 1e%d)\"\n", exponent);
+    else emit(out, "]\n    y-axis \"max |d|\"\n");
+    for (int side = 0; side < 2; side++) {
+        emit(out, "    line \"%s\" [", side == 0 ? "base" : "head");
+        for (int k = 0; k < n; k++) emit(out, "%s%.4f", k ? ", " : "", values[side][k] * pow(10.0, -exponent));
+        emit(out, "]\n");
+    }
+    emit(out, "```\n\n");
+}
+
+static void write_block(comment *out, const cell_diff *cell)
+{
+    char base_max[32], head_max[32], factor[32];
+    int rows = 0, regressions = cell->head == NULL ? 1 : cell->n_regressed;
+    emit(out, "<details><summary>");
+    emit_cell_name(out, cell);
+    emit(out, ": %d regression%s</summary>\n\n", regressions, regressions == 1 ? "" : "s");
+    if (cell->head == NULL) {
+        emit(out, "Missing from head: the head report has no such cell, so none of its %zu tensors was checked.\n\n"
+                  "</details>\n\n", json_array_size(json_object_get(cell->base, "results")));
+        return;
+    }
+    emit(out, "| Tensor | Change | Base max | Head max | Factor | Base -> Head | Head diagnosis |\n"
+              "|--------|--------|---------:|---------:|-------:|--------------|----------------|\n");
+    for (int i = 0; i < cell->n_changes && rows < MAX_TENSOR_ROWS; i++) {
+        const tensor_change *ch = &cell->changes[i];
+        if (!IS_REGRESSION(ch->kind)) continue;
+        emit(out, "| `");
+        emit_text(out, text(ch->head, "path"), PATH_TEXT, 1);
+        emit(out, "` | %s | %s | %s | %s | ", change_names[ch->kind],
+             eq_report_format_value(metric(ch->base, "max_abs"), 6, base_max, sizeof base_max),
+             eq_report_format_value(metric(ch->head, "max_abs"), 6, head_max, sizeof head_max),
+             format_factor(ch->factor, factor, sizeof factor));
+        emit_text(out, text(ch->base, "observed"), NAME_TEXT, 0);
+        emit(out, " -> ");
+        emit_text(out, text(ch->head, "observed"), NAME_TEXT, 0);
+        emit(out, " | ");
+        emit_text(out, text(ch->head, "diagnosis"), DIAGNOSIS_TEXT, 0);
+        emit(out, " |\n");
+        rows++;
+    }
+    if (cell->n_regressed > rows) emit(out, "\n... and %d more\n", cell->n_regressed - rows);
+    if (cell->n_changes > cell->n_regressed) {
+        emit(out, "\nAlso in this cell: ");
+        emit_counts(out, cell->counts, CHANGE_ONLY_BASE);
+        emit(out, ".\n");
+    }
+    emit(out, "\n");
+    write_chart(out, cell);
+    emit(out, "</details>\n\n");
+}
+
+static void write_comment(comment *out, const cell_diff *cells, int n_cells, int n_regressions,
+                          const eq_diff_options *opt)
+{
+    int compared = 0, regressed_cells = 0, missing = 0, kinds[CHANGE_COUNT] = {0}, cut = 0;
+    for (int c = 0; c < n_cells; c++) {
+        compared += cells[c].base != NULL && cells[c].head != NULL;
+        regressed_cells += cell_rank(&cells[c]) == 0;
+        missing += cells[c].head == NULL;
+        for (int k = CHANGE_NEW_FAILURE; k <= CHANGE_GREW; k++) kinds[k] += cells[c].counts[k];
+    }
+    /* The verdict first: the line a reviewer reads. */
+    if (n_regressions == 0) {
+        emit(out, "**equiv: no divergence regressions** (%d cell%s compared)\n\n", compared, compared == 1 ? "" : "s");
+    } else {
+        emit(out, "**equiv: %d regression%s** in %d of %d cells (", n_regressions, n_regressions == 1 ? "" : "s",
+             regressed_cells, n_cells);
+        if (n_regressions > missing) emit_counts(out, kinds, CHANGE_NEW_FAILURE);
+        if (missing > 0)
+            emit(out, "%s%d cell%s missing from head", n_regressions > missing ? ", " : "", missing,
+                 missing == 1 ? "" : "s");
+        emit(out, ")\n\n");
+    }
+    write_table(out, cells, n_cells);
+    for (int c = 0; c < n_cells; c++) {
+        if (cell_rank(&cells[c]) != 0) continue;
+        if (out->written < BLOCK_BUDGET) write_block(out, &cells[c]);
+        else cut++;
+    }
+    if (cut > 0) emit(out, "... and %d more regressed cells (the JSON reports hold every tensor)\n\n", cut);
+    emit(out, "<sub>A tensor grew when its max or mean |d| rose above %gx the base and above %g.</sub>\n", opt->growth,
+         opt->floor);
+}
+
+eq_diff_options eq_diff_options_default(void)
+{
+    return (eq_diff_options){.growth = 1.5, .floor = 1e-7};
+}
+
+eq_status eq_report_diff(const char *base_path, const char *head_path, const eq_diff_options *opt,
+                         FILE *markdown_out, int *n_regressions)
+{
+    eq_status st = EQ_OK;
+    eq_diff_options defaults = eq_diff_options_default();
+    json_t *base = NULL, *head = NULL;
+    cell_diff *cells = NULL;
+    int n_cells = 0, regressions = 0;
+    comment out = {markdown_out, 0};
+    if (n_regressions != NULL) *n_regressions = 0;
+    if (opt == NULL) opt = &defaults;
+    if (!(opt->growth >= 1.0) || !(opt->floor >= 0.0)) {
+        st = EQ_FAIL(EQ_ERR_USAGE, "diff: growth %g must be >= 1 and floor %g >= 0", opt->growth, opt->floor);
+        goto cleanup;
+    }
+    EQ_TRY(load_report(base_path, &base));
+    EQ_TRY(load_report(head_path, &head));
+    EQ_TRY(match_cells(base, head, &cells, &n_cells));
+    for (int c = 0; c < n_cells; c++) {
+        EQ_TRY(diff_cell(&cells[c], opt));
+        regressions += cells[c].n_regressed + (cells[c].head == NULL);
+    }
+    write_comment(&out, cells, n_cells, regressions, opt);
+    if (fflush(markdown_out) != 0 || ferror(markdown_out)) {
+        st = EQ_FAIL(EQ_ERR_IO, "cannot write the diff comment");
+        goto cleanup;
+    }
+    if (n_regressions != NULL) *n_regressions = regressions;
+cleanup:
+    for (int c = 0; c < n_cells; c++) free(cells[c].changes);
+    free(cells);
+    json_decref(base);
+    json_decref(head);
+    return st;
+}
