@@ -39,7 +39,7 @@ void eq_cli_print_help(void)
            "  --tolerance NAME   entry of the tolerance file (default: the case's entry for the dtype)\n"
            "common options:\n"
            "  --out DIR          write the dumps (.h5), report.md, report.json and report.html there\n"
-           "  --format F         md (default), json or html on standard output\n"
+           "  --format F         md (default), json or html on standard output (also --report F)\n"
            "  --cases-dir DIR    where case files live (default: the source tree's cases/)\n"
            "  --tolerances FILE  tolerance table (default: golden/tolerances.ini)\n"
            "  -v, --verbose      progress on standard error\n"
@@ -114,7 +114,7 @@ static eq_status parse_option(eq_cli *cli, const char *opt, const char *val)
         if (end == val || *end != '\0' || !(cli->growth >= 1.0 && cli->growth < 1e6))
             st = EQ_FAIL(EQ_ERR_USAGE, "--growth wants a factor >= 1, got '%s'", val);
     }
-    else if (strcmp(opt, "--format") == 0) st = parse_format(val, &cli->format);
+    else if (strcmp(opt, "--format") == 0 || strcmp(opt, "--report") == 0) st = parse_format(val, &cli->format);
     else if (strcmp(opt, "--cases-dir") == 0) cli->cases_dir = val;
     else if (strcmp(opt, "--tolerances") == 0) cli->tolerances_path = val;
     else st = EQ_FAIL(EQ_ERR_USAGE, "unknown option '%s' (see equiv --help)", opt);

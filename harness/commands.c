@@ -12,6 +12,7 @@
 #include "harness/runner.h"
 #include "models/models.h"
 #include "reports/report.h"
+#include "reports/report_diff.h"
 
 #define MAX_COMPARISONS 64
 
@@ -200,6 +201,36 @@ cleanup:
 /* Without --tolerance, the dumps' case names the entry; for a dump of an unknown case, the
  * documents' table by dtype (golden/tolerances.ini). */
 static const char *default_tolerance_entry(eq_dtype dt) { return dt == EQ_BF16 ? "bf16_28_layers" : "fp32_1_layer"; }
+
+eq_status eq_cmd_diff(const eq_cli *cli, int *n_unexpected)
+{
+    eq_status st = EQ_OK;
+    eq_atomic_file comment = {0};
+    eq_diff_options opt = eq_diff_options_default();
+    opt.growth = cli->growth;
+    /* The comment is built whole before anything is printed, so an input error prints nothing. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (mem == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the diff");
+    st = eq_report_diff(cli->compare_paths[0], cli->compare_paths[1], &opt, mem, n_unexpected);
+    if (fclose(mem) != 0 && st == EQ_OK) st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the diff");
+    if (st != EQ_OK) goto cleanup;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    if (cli->out_dir != NULL) {
+        char path[4096];
+        EQ_TRY(eq_ensure_dir(cli->out_dir));
+        snprintf(path, sizeof path, "%s/comment.md", cli->out_dir);
+        EQ_TRY(eq_atomic_begin(&comment, path, 1));
+        fwrite(text, 1, len, comment.fp);
+        EQ_TRY(eq_atomic_commit(&comment));
+    }
+cleanup:
+    eq_atomic_abort(&comment);
+    free(text);
+    return st;
+}
 
 eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
 {

@@ -8,6 +8,9 @@
 eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected);
 eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected);
 eq_status eq_cmd_list(const eq_cli *cli);
+/* equiv diff BASE.json HEAD.json: the PR comment on stdout (and DIR/comment.md with --out);
+ * n_unexpected = regressions. */
+eq_status eq_cmd_diff(const eq_cli *cli, int *n_unexpected);
 /* Every case x layout x dtype (or --case/--dtype), one summary; n_unexpected = cells not as expected. */
 eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected);
 /* The ci-size matrix against golden/envelopes (n_unexpected = tensors outside), or --update. */

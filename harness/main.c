@@ -21,7 +21,7 @@ int main(int argc, char **argv)
         case EQ_CMD_LIST: st = eq_cmd_list(&cli); break;
         case EQ_CMD_RUN: st = eq_cmd_run(&cli, &n_unexpected); break;
         case EQ_CMD_COMPARE: st = eq_cmd_compare(&cli, &n_unexpected); break;
-        case EQ_CMD_DIFF: st = EQ_FAIL(EQ_ERR_USAGE, "this build of equiv has no '%s' command", argv[1]); break;
+        case EQ_CMD_DIFF: st = eq_cmd_diff(&cli, &n_unexpected); break;
         case EQ_CMD_MATRIX: st = eq_cmd_matrix(&cli, &n_unexpected); break;
         case EQ_CMD_GOLDEN: st = eq_cmd_golden(&cli, &n_unexpected); break;
         }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# equiv diff end to end: the PR comment between a clean run (base) and the same run with a planted
+# bug (head) must exit 1, call the regressed tensors new failures with the bug's factor, and carry
+# the collapsible details and the Mermaid chart; base against itself must exit 0 with no regression;
+# --out writes comment.md equal to what was printed.
+#   diff_test.sh EQUIV
+set -u
+equiv=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+check() { # check DESCRIPTION COMMAND...
+    local what=$1
+    shift
+    if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fail=1; fi
+}
+run=(--case gpt --dp 8 --tp 2 --dtype fp32)
+"$equiv" "${run[@]}" --out "$work/base" >/dev/null || { echo "FAIL: the clean run is not as expected"; exit 1; }
+"$equiv" "${run[@]}" --inject grad_avg_twice --out "$work/head" >/dev/null
+[ $? -eq 1 ] || { echo "FAIL: the planted bug was not caught by the run itself"; exit 1; }
+
+"$equiv" diff "$work/base/report.json" "$work/head/report.json" --out "$work/comment" >"$work/regressed.md"
+status=$?
+check "a planted bug is a regression (exit $status, want 1)" test "$status" -eq 1
+check "the verdict comes first" grep -qE '^\*\*equiv: [0-9]+ regressions\*\*' <(head -1 "$work/regressed.md")
+check "the regressed gradients are new failures" grep -qE '`layers/[0-9]+/[a-z0-9_]+_grad` \| new failure' "$work/regressed.md"
+check "the factor is named" grep -q 'uniform scale x0.125 = 1/8' "$work/regressed.md"
+check "collapsible details" grep -q '<details><summary>gpt fp32 dp8-tp2' "$work/regressed.md"
+check "a Mermaid chart of base against head" grep -q 'xychart-beta' "$work/regressed.md"
+check "--out writes comment.md as printed" cmp -s "$work/regressed.md" "$work/comment/comment.md"
+
+"$equiv" diff "$work/base/report.json" "$work/base/report.json" >"$work/same.md"
+status=$?
+check "a run against itself is no regression (exit $status, want 0)" test "$status" -eq 0
+check "and says so" grep -q 'no divergence regressions' "$work/same.md"
+exit "$fail"
