@@ -67,15 +67,15 @@ static int larger_first(const void *a, const void *b)
 }
 
 /* The caption under a plot: what the lines are, the tolerance, and the tensors left out. */
-static void write_caption(FILE *out, const eq_comparison *c, const tensor_name *names, int n_names, int n_shown)
+static void write_caption(FILE *out, const eq_tolerance *tol, const tensor_name *names, int n_names, int n_shown)
 {
     fprintf(out, "<figcaption>Solid: max |d|, dashed: mean |d|, per tensor name; log scale.");
-    if (c->tol.atol_scale == EQ_ATOL_REF_RMS)
+    if (tol->atol_scale == EQ_ATOL_REF_RMS)
         fprintf(out, " The tolerance's atol is %g &times; rms(ref) per tensor, so no single line is drawn.",
-                c->tol.atol);
-    else if (c->tol.atol > 0.0)
+                tol->atol);
+    else if (tol->atol > 0.0)
         fprintf(out, " Grey dashes: the tolerance's atol %g (the bound is |d| &lt;= atol + rtol |ref|, rtol %g).",
-                c->tol.atol, c->tol.rtol);
+                tol->atol, tol->rtol);
     if (n_shown < n_names) {
         fprintf(out, " Showing the %d of %d tensors with the largest max |d|; left out: ", n_shown, n_names);
         for (int k = n_shown; k < n_names; k++) {
@@ -136,9 +136,11 @@ static eq_status write_plot(FILE *out, const eq_comparison *c, eq_role role, con
     }
     char title[128], ref_label[64];
     snprintf(title, sizeof title, "%s %s: |test - ref| by layer", eq_dtype_name(c->test_meta.dtype), role_title);
-    snprintf(ref_label, sizeof ref_label, "atol %g", c->tol.atol);
-    eq_svg_refline atol_line = {c->tol.atol, ref_label};
-    int draw_atol = c->tol.atol_scale == EQ_ATOL_ABSOLUTE && c->tol.atol > 0.0;
+    /* Gradients are judged by their own entry (eq_compare_captures_by_role): draw that one. */
+    const eq_tolerance *tol = role == EQ_ROLE_GRAD && c->grad_tol.name[0] != '\0' ? &c->grad_tol : &c->tol;
+    snprintf(ref_label, sizeof ref_label, "atol %g", tol->atol);
+    eq_svg_refline atol_line = {tol->atol, ref_label};
+    int draw_atol = tol->atol_scale == EQ_ATOL_ABSOLUTE && tol->atol > 0.0;
     eq_svg_chart chart = {
         .title = title,
         .x_label = "layer",
@@ -151,7 +153,7 @@ static eq_status write_plot(FILE *out, const eq_comparison *c, eq_role role, con
     };
     fprintf(out, "<figure>\n");
     EQ_TRY(eq_svg_plot(out, &chart));
-    write_caption(out, c, names, n_names, n_shown);
+    write_caption(out, tol, names, n_names, n_shown);
     fprintf(out, "</figure>\n");
 cleanup:
     free(names);

@@ -219,6 +219,20 @@ int main(int argc, char **argv)
     }
     free(text);
     eq_comparison_free(&relative);
+    /* gradients judged by their own entry: the gradient plot draws that one, not the activations' */
+    eq_comparison own_grads;
+    build_gpt_block(&own_grads, EQ_BF16, &bf16_tol, 4e-3, 1.0);
+    own_grads.grad_tol = rms_tol;
+    text = render(&own_grads, 1);
+    if (text != NULL) {
+        EQ_EXPECT(count_of(text, ">atol 0.15</text>") == 1, "%d atol 0.15 lines, want 1 (activations only)",
+                  count_of(text, ">atol 0.15</text>"));
+        const char *grads = strstr(text, "bf16 gradients: |test - ref| by layer</title>");
+        EQ_EXPECT(grads != NULL && strstr(grads, "atol is 0.05 &times; rms(ref) per tensor") != NULL,
+                  "the gradient plot's caption does not name the gradient tolerance");
+    }
+    free(text);
+    eq_comparison_free(&own_grads);
     text = render(NULL, 0);
     if (text != NULL) EXPECT_HAS(text, "equiv: 0 comparisons, 0 tensors, all as expected</p>\n</body>\n</html>\n");
     free(text);
