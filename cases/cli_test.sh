@@ -85,6 +85,14 @@ PY
     check "planted 1-ULP change is caught under bit_exact" 1 "$equiv" compare --expect bit_exact \
         "$work/ulp_base.h5" "$work/ulp.h5"
     expect_output "planted 1-ULP change is named" '1 ULP'
+    # Inside the fp32 table (atol = rtol = 1e-3) but above what rounding of this GEMM allows.
+    plant hidden 'd.flat[9] += np.float32(6e-4)'
+    check "a change inside the tolerance but above the rounding bound is caught" 1 "$equiv" compare \
+        "$run/row_parallel-fp32-dp1-tp1.h5" "$work/hidden.h5"
+    expect_output "and called not rounding" 'above the rounding-error bound'
+    check "the same run unchanged is as expected" 0 "$equiv" compare \
+        "$run/row_parallel-fp32-dp1-tp1.h5" "$run/row_parallel-fp32-dp1-tp4.h5"
+    expect_output "with the theory table" '^\| 0 \| out \| 256 \| 1 -> 4 \|.*rounding, typical size \|$'
 else
     echo "FAIL: /usr/bin/python3 has no h5py (ci/install-deps installs python3-h5py)"; fail=1
 fi

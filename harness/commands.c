@@ -180,7 +180,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
             spec.step.bugs = cli->bugs;
             EQ_TRY(run_and_dump(cli, &spec, &test));
             eq_expect expect = eq_case_expectation(kase, dtypes[i], layouts[j]);
-            EQ_TRY(eq_compare_captures_by_role(&ref, &test, &tols[dtypes[i]], &grad_tols[dtypes[i]], expect,
+            EQ_TRY(eq_compare_runs(&ref, &test, &tols[dtypes[i]], &grad_tols[dtypes[i]], expect,
                                                &cmps[n_cmps]));
             n_cmps++;
             eq_capture_free(&test);
@@ -272,7 +272,7 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     if (cli->has_expect) expect = cli->expect;
     else if (known_case) expect = eq_case_expectation(kase, ref.meta.dtype, (eq_layout){test.meta.dp, test.meta.tp});
 
-    EQ_TRY(eq_compare_captures_by_role(&ref, &test, &tol, &grad_tol, expect, &cmp));
+    EQ_TRY(eq_compare_runs(&ref, &test, &tol, &grad_tol, expect, &cmp));
     have_cmp = 1;
     if (cli->out_dir) EQ_TRY(eq_ensure_dir(cli->out_dir));
     EQ_TRY(write_reports(cli, &cmp, 1));

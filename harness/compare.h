@@ -50,12 +50,24 @@ eq_observed eq_observe(const eq_metrics *m);
  * "1 element differs, 1 ULP at index 17", "rounding: max 2 ULP, rel 3.1e-03". */
 const char *eq_diagnose(const eq_metrics *m, char *buf, size_t len);
 
+/* What rounding-error theory says of a tensor a model computes by a GEMM whose reduction a layout
+ * splits (harness/rounding_bound.h); absent for every other tensor. */
+typedef struct {
+    int applies;                        /* a bound was computed */
+    int64_t terms;                      /* K, the length of each dot product */
+    int ref_partitions, test_partitions; /* T of each run */
+    double det_ratio;                   /* max |d| / deterministic bound: > 1 cannot be rounding */
+    double prob_ratio;                  /* max |d| / probabilistic (sqrt(n) u) bound */
+    double det_bound_max, prob_bound_max; /* the largest bound over the elements */
+} eq_theory;
+
 typedef struct {
     char path[EQ_NAME_MAX]; /* "layers/07/fc2_out" */
     int layer;
     char name[EQ_NAME_MAX];
     eq_role role;
     eq_metrics m;
+    eq_theory theory;
     eq_expect expect;   /* inputs and params are always expected bit_exact */
     eq_observed observed;
     int as_expected;

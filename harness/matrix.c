@@ -206,7 +206,7 @@ static eq_status run_cells(const eq_matrix_options *opt, const eq_case *cases, c
         row->dtype = p->dtype;
         row->layout = p->layout;
         row->expected = eq_case_expectation(kase, p->dtype, p->layout);
-        EQ_TRY(eq_compare_captures_by_role(&ref, &test, &p->tol, &p->grad_tol, row->expected, &m->comparisons[i]));
+        EQ_TRY(eq_compare_runs(&ref, &test, &p->tol, &p->grad_tol, row->expected, &m->comparisons[i]));
         m->count = i + 1;
         eq_capture_free(&test);
         eq_matrix_row_summarise(row, &m->comparisons[i]);

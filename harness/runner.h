@@ -4,6 +4,7 @@
 
 #include "harness/capture.h"
 #include "harness/case_file.h"
+#include "harness/compare.h"
 #include "models/model.h"
 
 typedef struct {
@@ -22,5 +23,10 @@ eq_status eq_run_check(const eq_run_spec *spec);
 
 /* Runs the step and fills out (initialised here) with its meta and tensors. */
 eq_status eq_run(const eq_run_spec *spec, eq_capture *out);
+
+/* Compares test against ref (gradients by grad_tol) and adds what rounding-error theory says of
+ * the GEMM outputs the reference's model names (harness/rounding_bound.h). */
+eq_status eq_compare_runs(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
+                          const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out);
 
 #endif

@@ -315,9 +315,20 @@ cleanup:
     return st;
 }
 
+/* The block's four GEMMs (gpt_block.h); each bound applies in the layers where its input did not
+ * already differ (block 0's QKV, fc1 and out-projection under tp). */
+static const eq_gemm_site gpt_sites[] = {
+    {"qkv", "ln1_out", "qkv_weight", 0},
+    {"attn_out", "attn_ctx", "proj_weight", 1},
+    {"fc1_out", "ln2_out", "fc1_weight", 0},
+    {"mlp_out", "gelu_out", "fc2_weight", 1},
+    {0},
+};
+
 const eq_model eq_model_gpt = {
     .name = "gpt",
     .summary = "L-block GPT stack (LayerNorm, attention, MLP) forward and backward under dp x tp",
     .check = gpt_check,
     .run = gpt_run_step,
+    .gemm_sites = gpt_sites,
 };

@@ -152,9 +152,13 @@ cleanup:
     return st;
 }
 
+/* fc2 (row-parallel) of each layer; the bound applies where fc1_out did not already differ. */
+static const eq_gemm_site mlp_sites[] = {{"out", "fc1_out", "fc2_weight", 1}, {0}};
+
 const eq_model eq_model_mlp_stack = {
     .name = "mlp_stack",
     .summary = "L column->row parallel MLP pairs, no norm (error compounding with depth)",
     .check = mlp_check,
     .run = mlp_run,
+    .gemm_sites = mlp_sites,
 };

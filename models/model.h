@@ -11,6 +11,7 @@
 
 #include "harness/capture.h"
 #include "harness/case_file.h"
+#include "harness/rounding_bound.h"
 #include "models/backend.h"
 #include "reductions/collectives.h"
 
@@ -56,6 +57,8 @@ typedef struct {
     eq_status (*check)(const eq_step *step);
     /* Runs the step under step->layout, appending captured tensors to cap. */
     eq_status (*run)(const eq_step *step, eq_capture *cap);
+    /* The GEMMs it captures with both operands, for the rounding-error bounds; NULL: none. */
+    const eq_gemm_site *gemm_sites;
 } eq_model;
 
 /* The model named `name`, or EQ_ERR_INPUT listing the known ones. */

@@ -85,11 +85,16 @@ static eq_status column_run(const eq_step *step, eq_capture *cap) { return run_l
 
 static eq_status row_run(const eq_step *step, eq_capture *cap) { return run_linear(step, cap, SPLIT_INPUT); }
 
+/* out = input weight^T: column-parallel keeps each dot product whole; row-parallel splits K. */
+static const eq_gemm_site column_sites[] = {{"out", "input", "weight", 0}, {0}};
+static const eq_gemm_site row_sites[] = {{"out", "input", "weight", 1}, {0}};
+
 const eq_model eq_model_column_parallel = {
     .name = "column_parallel",
     .summary = "one column-parallel linear (output features split over tp, no collective)",
     .check = column_check,
     .run = column_run,
+    .gemm_sites = column_sites,
 };
 
 const eq_model eq_model_row_parallel = {
@@ -97,4 +102,5 @@ const eq_model eq_model_row_parallel = {
     .summary = "one row-parallel linear (reduction split over tp, then all-reduce SUM)",
     .check = row_check,
     .run = row_run,
+    .gemm_sites = row_sites,
 };

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/rounding_bound.h"
 #include "reports/plot_svg.h"
 #include "reports/report.h"
 
@@ -199,6 +200,33 @@ static void write_table(FILE *out, const eq_comparison *c, int index, eq_role ro
     fprintf(out, "</tbody>\n</table>\n");
 }
 
+/* The GEMM outputs rounding-error theory applies to (harness/rounding_bound.h). */
+static void write_theory(FILE *out, const eq_comparison *c)
+{
+    int rows = 0;
+    for (int i = 0; i < c->count; i++) {
+        const eq_tensor_result *r = &c->results[i];
+        const eq_theory *th = &r->theory;
+        if (!th->applies) continue;
+        if (rows++ == 0)
+            fprintf(out, "<h4>Rounding-error theory</h4>\n<p class=\"note\">GEMMs whose operands are bit-identical in "
+                         "both runs, against the bound on |d| that rounding allows for their split of K "
+                         "(deterministic: Higham's &gamma;<sub>n</sub>; typical: &radic;n u). Above 1 &times; the "
+                         "deterministic bound is not rounding.</p>\n<table>\n<thead><tr><th>Layer</th><th>Tensor</th>"
+                         "<th>K</th><th>split</th><th>Max Abs Diff</th><th>/ deterministic</th><th>/ typical</th>"
+                         "<th>reading</th></tr></thead>\n<tbody>\n");
+        char max[32];
+        fprintf(out, "<tr class=\"%s\"><td class=\"num\">%d</td><td>", th->det_ratio > 1.0 ? "fail" : "ok", r->layer);
+        eq_svg_escape(out, r->name);
+        fprintf(out, "</td><td class=\"num\">%lld</td><td>%d &rarr; %d</td><td class=\"num\">%s</td>"
+                     "<td class=\"num\">%.3g</td><td class=\"num\">%.3g</td><td>%s</td></tr>\n",
+                (long long)th->terms, th->ref_partitions, th->test_partitions,
+                eq_report_format_value(r->m.max_abs, 6, max, sizeof max), th->det_ratio, th->prob_ratio,
+                eq_theory_reading(th, r->m.max_abs));
+    }
+    if (rows > 0) fprintf(out, "</tbody>\n</table>\n");
+}
+
 static eq_status write_unexpected(FILE *out, const eq_comparison *c, int index)
 {
     if (c->n_unexpected == 0) {
@@ -290,6 +318,7 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
     write_table(out, c, index, EQ_ROLE_ACTIVATION, "Activations");
     write_table(out, c, index, EQ_ROLE_GRAD, "Gradients");
     write_table(out, c, index, EQ_ROLE_LOSS, "Losses");
+    write_theory(out, c);
     EQ_TRY(write_unexpected(out, c, index));
     fprintf(out, "</div>\n");
 cleanup:

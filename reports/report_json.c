@@ -5,7 +5,8 @@
  *    "comparisons": [{"reference": {run}, "test": {run}, "tolerance": {...}, "expect": "within",
  *                     "tensors": 3, "unexpected": 1,
  *                     "results": [{"path", "layer", "name", "role", "expect", "observed",
- *                                  "as_expected", "diagnosis", "metrics": {...}}]}],
+ *                                  "as_expected", "diagnosis", "metrics": {...},
+ *                                  "theory": {...} where a rounding bound applies}]}],
  *    "summary": {"comparisons", "tensors", "unexpected", "line"}}
  *
  * JSON has no NaN or Infinity. A non-finite metric (max_tol_ratio under a zero tolerance,
@@ -88,6 +89,22 @@ static json_t *run_json(const eq_run_meta *meta)
     return bad ? NULL : o;
 }
 
+/* What rounding-error theory says of the tensor (harness/rounding_bound.h). */
+static json_t *theory_json(const eq_theory *th)
+{
+    json_t *o = json_object();
+    int bad = o == NULL;
+    bad |= json_object_set_new(o, "terms", json_integer(th->terms));
+    bad |= json_object_set_new(o, "ref_partitions", json_integer(th->ref_partitions));
+    bad |= json_object_set_new(o, "test_partitions", json_integer(th->test_partitions));
+    bad |= json_object_set_new(o, "det_bound_max", number(th->det_bound_max));
+    bad |= json_object_set_new(o, "det_ratio", number(th->det_ratio));
+    bad |= json_object_set_new(o, "prob_bound_max", number(th->prob_bound_max));
+    bad |= json_object_set_new(o, "prob_ratio", number(th->prob_ratio));
+    if (bad) json_decref(o);
+    return bad ? NULL : o;
+}
+
 static json_t *result_json(const eq_tensor_result *r)
 {
     json_t *o = json_object();
@@ -101,6 +118,7 @@ static json_t *result_json(const eq_tensor_result *r)
     bad |= json_object_set_new(o, "as_expected", json_boolean(r->as_expected));
     bad |= json_object_set_new(o, "diagnosis", json_string(r->diagnosis));
     bad |= json_object_set_new(o, "metrics", metrics_json(&r->m));
+    if (r->theory.applies) bad |= json_object_set_new(o, "theory", theory_json(&r->theory));
     if (bad) json_decref(o);
     return bad ? NULL : o;
 }

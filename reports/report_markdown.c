@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/rounding_bound.h"
 #include "reports/report.h"
 
 const char *eq_report_format_value(double v, int decimals, char *buf, size_t len)
@@ -123,6 +124,35 @@ static void write_tables(FILE *out, const eq_comparison *c)
     }
 }
 
+/* What rounding-error theory says of the GEMM outputs it applies to (harness/rounding_bound.h). */
+static void write_theory(FILE *out, const eq_comparison *c)
+{
+    int rows = 0;
+    for (int i = 0; i < c->count; i++) {
+        const eq_tensor_result *r = &c->results[i];
+        const eq_theory *th = &r->theory;
+        if (!th->applies) continue;
+        if (rows++ == 0) {
+            fprintf(out, "#### Rounding-error theory\n\n");
+            fprintf(out, "The GEMMs whose operands are bit-identical in both runs, against the bound on |d| that "
+                         "rounding allows for their split of K (deterministic: Higham's gamma_n; typical: sqrt(n) u). "
+                         "|d|/bound above 1 for the deterministic bound is not rounding.\n\n");
+            fprintf(out, "| Layer | Tensor | K | split ref -> test | Max | det bound | Max/det | typical bound | "
+                         "Max/typical | reading |\n");
+            fprintf(out, "|------:|--------|--:|------------------|----:|----------:|--------:|--------------:|"
+                         "------------:|---------|\n");
+        }
+        char max[32];
+        const char *reading = eq_theory_reading(th, r->m.max_abs);
+        const char *bold = th->det_ratio > 1.0 ? "**" : "";
+        fprintf(out, "| %d | %s | %lld | %d -> %d | %s | %.3g | %.3g | %.3g | %.3g | %s%s%s |\n", r->layer, r->name,
+                (long long)th->terms, th->ref_partitions, th->test_partitions,
+                eq_report_format_value(r->m.max_abs, 6, max, sizeof max), th->det_bound_max, th->det_ratio,
+                th->prob_bound_max, th->prob_ratio, bold, reading, bold);
+    }
+    if (rows > 0) fprintf(out, "\n");
+}
+
 static eq_status write_unexpected(FILE *out, const eq_comparison *c)
 {
     if (c->n_unexpected == 0) {
@@ -167,6 +197,7 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c)
                 c->grad_tol.source[0] ? c->grad_tol.source : "no source given");
     write_params_line(out, c);
     write_tables(out, c);
+    write_theory(out, c);
     return write_unexpected(out, c);
 }
 

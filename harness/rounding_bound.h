@@ -1,0 +1,62 @@
+/* A tolerance you can explain: the rounding-error bound that theory gives for the difference
+ * between two runs of the same GEMM whose reduction dimension is split differently.
+ *
+ * A GEMM site of a model is   out [M, N] = a [M, K] * b [N, K]^T   (a: any leading dims, last K).
+ * A run splits K into T partitions (row-parallel: T = tp; otherwise T = 1). Partition t computes
+ * its partial p_t with fp32 accumulation (fp64 for fp64 runs) and writes it in the run's dtype;
+ * the T partials are then all-reduced in that dtype by the run's algorithm, rounding after every
+ * add (reductions/fold.c). With u_a the accumulation's unit roundoff, u the dtype's (0 where the
+ * output needs no extra rounding), n = K/T, and per output element
+ *   y = sum_k a_k b_k (exact),  S = sum_k |a_k b_k|,  Q = sum_t |p_t| (exact partials),
+ * one run differs from y by at most (Higham, Accuracy and Stability of Numerical Algorithms,
+ * 2nd ed., section 3.1, gamma_n = n u / (1 - n u); the partial sums' bound of eq. 3.5):
+ *   T = 1:   gamma_K(u_a) S + u (|y| + gamma_K(u_a) S)
+ *   T > 1:   e_p + gamma_h(u) (Q + e_p)          e_p = gamma_n(u_a) S + u (Q + gamma_n(u_a) S)
+ *            h = T - 1 (ring, seq: every partial passes through up to T - 1 rounded adds),
+ *                ceil(log2 T) (tree); fp32acc adds in fp32 and rounds once:
+ *                gamma_{T-1}(u_a) (Q + e_p) + u (|y| + e_p + gamma_{T-1}(u_a)(Q + e_p)).
+ * The deterministic bound on |ref - test| is the sum of both runs' bounds: a difference above it
+ * cannot be rounding, whatever the order (det_ratio > 1 is proof of a bug). The probabilistic
+ * version (Higham and Mary, SIAM J. Sci. Comput. 41(5), 2019) replaces each gamma_n(u) by
+ * sqrt(n) u, the typical size of n independent roundings; single roundings keep u. Its ratio near
+ * or below 1 says the difference is the size rounding is expected to have.
+ *
+ * The bound holds only where a and b are bit-identical in both runs (the layer's inputs did not
+ * already differ); elsewhere nothing is reported. */
+#ifndef EQUIV_HARNESS_ROUNDING_BOUND_H
+#define EQUIV_HARNESS_ROUNDING_BOUND_H
+
+#include "harness/capture.h"
+#include "harness/compare.h"
+
+/* A GEMM whose output a model captures together with both operands, in every layer that has
+ * the three names. Models list theirs in eq_model.gemm_sites, ended by {0}. */
+typedef struct {
+    const char *out, *a, *b; /* tensor names within one layer: out = a * b^T */
+    int k_split_by_tp;       /* row-parallel: partition t of the tp ranks holds K/tp of K */
+} eq_gemm_site;
+
+/* Per-element bounds of one run's error against the exact product (see above). */
+typedef struct {
+    eq_dtype dtype;   /* the run's dtype: its outputs and all-reduce wire */
+    int partitions;   /* T */
+    const char *algo; /* "ring", "seq", "tree", "fp32acc" */
+} eq_split_gemm;
+
+/* Fills the theory fields of the results of `cmp` for every site (NULL: none) whose three tensors
+ * are in both captures and whose operands are bit-identical; ref_tp and test_tp give T. Uses
+ * OpenBLAS's fp64 GEMM for y, S and Q. EQ_ERR_INPUT when a site's shapes do not fit a GEMM. */
+eq_status eq_rounding_bounds_apply(eq_comparison *cmp, const eq_capture *ref, const eq_capture *test,
+                                   const eq_gemm_site *sites);
+
+/* One reading of a result's theory for a reader: "not rounding" (above the deterministic bound),
+ * "bit-exact", "rounding, typical size" (max |d| at most twice the typical bound) or "rounding,
+ * larger than typical" (allowed, but rarer than the typical model expects). */
+const char *eq_theory_reading(const eq_theory *th, double max_abs);
+
+/* The bounds for one element, exposed for the unit test: deterministic (*det) and probabilistic
+ * (*prob) bound on one run's error, given K, |y|, S and Q of that element. */
+void eq_split_gemm_error_bound(const eq_split_gemm *g, int64_t K, double abs_y, double S, double Q, double *det,
+                               double *prob);
+
+#endif
