@@ -160,6 +160,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         for (int j = 0; j < n_layouts; j++) {
             spec.step.dtype = dtypes[i];
             spec.step.layout = layouts[j];
+            spec.step.bugs = cli->bugs; /* as the layout's run will carry them */
             EQ_TRY(eq_run_check(&spec));
         }
     }

@@ -17,9 +17,9 @@
  * Eval metrics (components active per token, the unmasked reconstruction) all-reduce their sums
  * and counts (fp64, SUM) before dividing, under both conventions.
  *
- * Injected bugs (sum convention; models/model.h): ci_grad_avg, faith_every_rank, local_count
- * (the stochastic reconstruction divided by the local count), imp_min_no_world_size (both
- * conventions: the importance loss from the local sums with no world-size factor). */
+ * Injected bugs (sum convention only; models/model.h): ci_grad_avg, faith_every_rank,
+ * local_count (the stochastic reconstruction divided by the local count), imp_min_no_world_size
+ * (the importance loss from each rank's local sums, no all-reduce and no world-size factor). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +28,9 @@
 #include "models/models.h"
 #include "models/spd_step.h"
 
-/* Bugs that only mean something under the sum convention (under avg they are the convention). */
-#define SPD_SUM_ONLY_BUGS (EQ_BUG_CI_GRAD_AVG | EQ_BUG_FAITH_EVERY_RANK | EQ_BUG_LOCAL_COUNT)
+/* Bugs planted under the sum convention only: under avg the first three are the convention, and
+ * imp_min_no_world_size would land on tensors avg already expects to differ (the stand-in). */
+#define SPD_SUM_ONLY_BUGS (EQ_BUG_CI_GRAD_AVG | EQ_BUG_FAITH_EVERY_RANK | EQ_BUG_LOCAL_COUNT | EQ_BUG_IMP_MIN_NO_WS)
 
 static eq_status read_sizes(const eq_step *step, spd_sizes *z)
 {
@@ -54,8 +55,9 @@ static eq_status read_sizes(const eq_step *step, spd_sizes *z)
         goto cleanup;
     }
     if (step->grads == EQ_GRAD_AVG && (step->bugs & SPD_SUM_ONLY_BUGS)) {
-        st = EQ_FAIL(EQ_ERR_USAGE, "--inject ci_grad_avg, faith_every_rank and local_count plant a bug in the sum "
-                     "convention (under avg they are the convention): add --grads sum");
+        st = EQ_FAIL(EQ_ERR_USAGE, "--inject ci_grad_avg, faith_every_rank, local_count and imp_min_no_world_size "
+                     "plant a bug in the sum convention (under avg they are the convention, or land where avg "
+                     "already differs): add --grads sum");
         goto cleanup;
     }
     EQ_TRY(eq_check_divides("batch", z->batch, "dp", step->layout.dp));
@@ -340,7 +342,7 @@ static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
             conv.recon_norm_stoch = conv.recon_norm_ppgd = local_tokens * (double)z->d_model;
             conv.faith_here = 1;
             conv.imp_n = local_tokens;
-            conv.imp_ws = (bugs & EQ_BUG_IMP_MIN_NO_WS) ? 1.0 : (double)dp; /* seed 000's stand-in */
+            conv.imp_ws = (double)dp; /* seed 000's stand-in */
             conv.imp_loss_here = 1;
         }
         EQ_TRY(spd_replica_losses(&ctx, z, run.sites, &conv, &run.reps[d]));
