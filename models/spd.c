@@ -331,6 +331,7 @@ static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
         const double *S_use[SPD_MAX_SITES];
         for (int s = 0; s < run.n_sites; s++) S_use[s] = global_S ? run.S_global[s] : run.reps[d].S_local[s];
         conv.imp_S = S_use;
+        conv.ppgd_warmup = SPD_PPGD_WARMUP;
         if (sum) {
             conv.recon_norm_stoch = ((bugs & EQ_BUG_LOCAL_COUNT) ? local_tokens : global_tokens) * (double)z->d_model;
             conv.recon_norm_ppgd = global_tokens * (double)z->d_model;

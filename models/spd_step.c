@@ -374,7 +374,16 @@ eq_status spd_replica_losses(const spd_ctx *ctx, const spd_sizes *z, const spd_s
     double *dci = NULL, *mom_m[SPD_MAX_SITES] = {0}, *mom_v[SPD_MAX_SITES] = {0};
     memset(&r, 0, sizeof r);
     EQ_TRY(scratch_alloc(sites, rep, &w));
-    for (int k = 0; k < SPD_N_TERMS; k++) rep->loss[k] = 0;
+    for (int k = 0; k < SPD_N_TERMS; k++) {
+        rep->loss[k] = 0;
+        for (int s = 0; s < rep->n_sites; s++) {
+            int field = 0;
+            const spd_site_params *q = &sites[s];
+#define SPD_ZERO(f, rows, cols, std, mean) memset(rep->grads[k][s].f, 0, (size_t)spd_param_numel(q, field++) * sizeof(double));
+            SPD_SITE_PARAMS(SPD_ZERO)
+#undef SPD_ZERO
+        }
+    }
 
     /* Faithfulness: replicated data-free term, contributed where conv says. */
     double numel = 0;
@@ -422,7 +431,7 @@ eq_status spd_replica_losses(const spd_ctx *ctx, const spd_sizes *z, const spd_s
             goto cleanup;
         }
     }
-    for (int k = 1; k <= SPD_PPGD_WARMUP; k++) {
+    for (int k = 1; k <= conv->ppgd_warmup; k++) {
         spd_site_grads scratch_g[SPD_MAX_SITES];
         int n_alloc = 0;
         double l = 0;

@@ -76,6 +76,8 @@ typedef struct {
     const double *const *imp_S; /* [site][C]: the sums the importance loss uses (local or global) */
     double imp_n, imp_ws;      /* its count and world-size factor */
     int imp_loss_here;         /* contributes the importance loss's value */
+    int ppgd_warmup;           /* Adam ascent steps on the sources before the loss (SPD_PPGD_WARMUP;
+                                  0 in the finite-difference test, which holds the sources fixed) */
 } spd_conv;
 
 /* Everything one replica holds: its tokens, the forward, the gradients per loss term. */
