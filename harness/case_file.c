@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <ini.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,9 +179,34 @@ static int parse_expect_key(parse_state *ps, const char *name, const char *value
     return 1;
 }
 
+static int parse_tensor_expect_key(parse_state *ps, const char *grads, const char *name, const char *value)
+{
+    eq_case *c = ps->c;
+    if (strcmp(grads, "avg") != 0 && strcmp(grads, "sum") != 0) {
+        snprintf(ps->error, sizeof ps->error, "unknown section [expect.%s] (want expect.avg or expect.sum)", grads);
+        return 0;
+    }
+    if (c->n_tensor_expects == EQ_CASE_MAX_EXPECT) {
+        snprintf(ps->error, sizeof ps->error, "more than %d tensor expectations", EQ_CASE_MAX_EXPECT);
+        return 0;
+    }
+    eq_case_tensor_expect *e = &c->tensor_expects[c->n_tensor_expects];
+    if (eq_expect_parse(value, &e->expect) != EQ_OK) {
+        eq_error_clear();
+        snprintf(ps->error, sizeof ps->error, "[expect.%s] %s = '%s' (want bit_exact, within, differs, must_fail)",
+                 grads, name, value);
+        return 0;
+    }
+    snprintf(e->grads, sizeof e->grads, "%s", grads);
+    if (!copy_key(e->pattern, name, ps, "tensor pattern")) return 0;
+    c->n_tensor_expects++;
+    return 1;
+}
+
 static int on_entry(void *user, const char *section, const char *name, const char *value)
 {
     parse_state *ps = user;
+    if (strncmp(section, "expect.", 7) == 0) return parse_tensor_expect_key(ps, section + 7, name, value);
     if (strcmp(section, "case") == 0) return parse_case_key(ps, name, value);
     if (strncmp(section, "size.", 5) == 0 && section[5] != '\0')
         return parse_size_key(ps, section + 5, name, value);
@@ -312,4 +338,17 @@ eq_expect eq_case_expectation(const eq_case *c, eq_dtype dt, eq_layout l)
         for (int i = 0; i < c->n_expects; i++)
             if (strcmp(c->expects[i].key, keys[k]) == 0) return c->expects[i].expect;
     return EQ_EXPECT_WITHIN;
+}
+
+int eq_case_tensor_expectation(const eq_case *c, const char *grads, eq_layout l, const char *name, eq_expect *out)
+{
+    if (l.dp <= 1) return 0;
+    for (int i = 0; i < c->n_tensor_expects; i++) {
+        const eq_case_tensor_expect *e = &c->tensor_expects[i];
+        if (strcmp(e->grads, grads) == 0 && fnmatch(e->pattern, name, 0) == 0) {
+            *out = e->expect;
+            return 1;
+        }
+    }
+    return 0;
 }

@@ -19,7 +19,12 @@
  *   [expect]                            ; most specific key wins: bf16.dp1-tp4, dp1-tp4, bf16, default
  *   default = within
  *
- * Values are bit_exact, within, differs, must_fail (harness/tolerance.h). */
+ * Values are bit_exact, within, differs, must_fail (harness/tolerance.h).
+ *
+ *   [expect.avg]                        ; per tensor, under one gradient convention (avg, sum),
+ *   ci_*_grad.imp_min = differs         ; in layouts with dp > 1 (where the conventions differ):
+ *                                       ; a tensor name glob (fnmatch, the name after layers/NN/)
+ *                                       ; = expectation; the first matching line wins */
 #ifndef EQUIV_HARNESS_CASE_FILE_H
 #define EQUIV_HARNESS_CASE_FILE_H
 
@@ -60,6 +65,12 @@ typedef struct {
 } eq_case_expect;
 
 typedef struct {
+    char grads[8];                  /* "avg", "sum" */
+    char pattern[EQ_CASE_KEY_MAX];  /* fnmatch glob on the tensor name */
+    eq_expect expect;
+} eq_case_tensor_expect;
+
+typedef struct {
     char path[1024];
     char name[EQ_CASE_KEY_MAX]; /* file name without .ini */
     char model[EQ_CASE_KEY_MAX];
@@ -74,6 +85,8 @@ typedef struct {
     char grad_tolerance[EQ_DTYPE_COUNT][EQ_CASE_KEY_MAX]; /* by eq_dtype; "" = use tolerance[] */
     eq_case_expect expects[EQ_CASE_MAX_EXPECT];
     int n_expects;
+    eq_case_tensor_expect tensor_expects[EQ_CASE_MAX_EXPECT];
+    int n_tensor_expects;
 } eq_case;
 
 /* Parses a case file. Malformed files (syntax error, unknown section or key, a missing required
@@ -98,5 +111,9 @@ int64_t eq_size_get_or(const eq_case_size *s, const char *key, int64_t fallback)
 /* What the case expects for (dtype, layout). The reference layout compared with itself is a
  * determinism check and always bit_exact. */
 eq_expect eq_case_expectation(const eq_case *c, eq_dtype dt, eq_layout l);
+
+/* The [expect.<grads>] line for tensor `name` (the part after layers/NN/) in layout l: 1 and *out
+ * when one matches (only where l.dp > 1), else 0. */
+int eq_case_tensor_expectation(const eq_case *c, const char *grads, eq_layout l, const char *name, eq_expect *out);
 
 #endif

@@ -161,6 +161,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         for (int j = 0; j < n_layouts; j++) {
             spec.step.dtype = dtypes[i];
             spec.step.layout = layouts[j];
+            spec.step.bugs = cli->bugs; /* as the layout's run will carry them */
             EQ_TRY(eq_run_check(&spec));
         }
     }
@@ -182,6 +183,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
             eq_expect expect = eq_case_expectation(kase, dtypes[i], layouts[j]);
             EQ_TRY(eq_compare_runs(&ref, &test, &tols[dtypes[i]], &grad_tols[dtypes[i]], expect,
                                                &cmps[n_cmps]));
+            eq_comparison_apply_case(&cmps[n_cmps], kase);
             n_cmps++;
             eq_capture_free(&test);
         }
@@ -274,6 +276,7 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
 
     EQ_TRY(eq_compare_runs(&ref, &test, &tol, &grad_tol, expect, &cmp));
     have_cmp = 1;
+    if (known_case && !cli->has_expect) eq_comparison_apply_case(&cmp, kase);
     if (cli->out_dir) EQ_TRY(eq_ensure_dir(cli->out_dir));
     EQ_TRY(write_reports(cli, &cmp, 1));
     *n_unexpected = eq_report_unexpected(&cmp, 1);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "harness/capture.h"
+#include "harness/case_file.h"
 #include "harness/tolerance.h"
 
 #define EQ_N_THRESHOLDS 4
@@ -33,6 +34,12 @@ typedef struct {
     double rel_fro;                         /* ||test - ref||_F / ||ref||_F (0 if both 0) */
     double cosine;                          /* <test,ref> / (||test|| ||ref||) (1 if both 0) */
     double ls_scale;                        /* <test,ref> / <ref,ref>: uniform factor (1 if ref 0) */
+    double mean_ratio;                      /* mean(dist/ref): the mean of test_i / ref_i over the finite
+                                             * pairs with ref_i != 0 (seed 001's grad-check line; 1 if
+                                             * there are none): 1/8 or 16 names a scaling bug */
+    double worst_rel;                       /* worst relative error: max |d| / max |ref| (the error at the
+                                             * tensor's own scale, robust to ref_i near 0; 0 if both 0,
+                                             * Inf if only ref is 0) */
     double ref_absmax, ref_mean, ref_std;   /* the reference's own scale */
     int64_t n_outside;                      /* elements failing |d| <= atol + rtol |ref| */
     double max_tol_ratio;                   /* max |d| / (atol + rtol |ref|); > 1 is outside */
@@ -92,5 +99,10 @@ eq_status eq_compare_captures(const eq_capture *ref, const eq_capture *test, con
 eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
                                       const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out);
 void eq_comparison_free(eq_comparison *c);
+
+/* Applies the case's per-tensor expectations ([expect.<grads>], harness/case_file.h) for the
+ * test run's convention and layout to the activations, gradients and losses of cmp, updating
+ * their verdicts and cmp->n_unexpected. */
+void eq_comparison_apply_case(eq_comparison *cmp, const eq_case *kase);
 
 #endif

@@ -403,8 +403,36 @@ static void test_rms_scaled_tolerance(void)
     eq_tensor_free(&ref), eq_tensor_free(&t_near), eq_tensor_free(&t_far);
 }
 
+/* mean(dist/ref) and the worst relative error (seed 001's grad-check line): a hand-computed case,
+ * then planted factors 1/8 (AVG where SUM is expected) and 16 (a term contributed on each of 16
+ * ranks) on fp32 values, and an identical copy (1 and 0). */
+static void test_ratio_metrics(void)
+{
+    eq_tensor ref, test;
+    const double r[4] = {1.0, -2.0, 0.0, 4.0}, t[4] = {2.0, -2.0, 3.0, 2.0};
+    make_1d(&ref, EQ_FP64, r, 4);
+    make_1d(&test, EQ_FP64, t, 4);
+    eq_metrics m = compare(&ref, &test, &tol_fp32);
+    /* ratios over ref != 0: 2, 1, 0.5 -> mean 7/6; max |d| 3 (at ref 0) / max |ref| 4 */
+    EQ_EXPECT(fabs(m.mean_ratio - 7.0 / 6.0) < 1e-15 && m.worst_rel == 0.75, "hand: mean(dist/ref) %.17g worst %g",
+              m.mean_ratio, m.worst_rel);
+    eq_tensor_free(&ref), eq_tensor_free(&test);
+    const double factors[3] = {0.125, 16.0, 1.0};
+    for (int f = 0; f < 3; f++) {
+        make_values(&ref, EQ_FP32, 64, 64, 77);
+        make_values(&test, EQ_FP32, 64, 64, 77);
+        for (int64_t i = 0; i < 4096; i++) eq_tensor_set(&test, i, eq_tensor_get(&ref, i) * factors[f]); /* exact */
+        m = compare(&ref, &test, &tol_fp32);
+        EQ_EXPECT(m.mean_ratio == factors[f], "x%g: mean(dist/ref) %.17g", factors[f], m.mean_ratio);
+        EQ_EXPECT(fabs(m.worst_rel - fabs(factors[f] - 1.0)) < 1e-15, "x%g: worst rel %.17g, want %g", factors[f],
+                  m.worst_rel, fabs(factors[f] - 1.0));
+        eq_tensor_free(&ref), eq_tensor_free(&test);
+    }
+}
+
 int main(void)
 {
+    test_ratio_metrics();
     test_rms_scaled_tolerance();
     test_hand_computed();
     test_median_large();

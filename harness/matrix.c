@@ -208,6 +208,7 @@ static eq_status run_cells(const eq_matrix_options *opt, const eq_case *cases, c
         row->expected = eq_case_expectation(kase, p->dtype, p->layout);
         EQ_TRY(eq_compare_runs(&ref, &test, &p->tol, &p->grad_tol, row->expected, &m->comparisons[i]));
         m->count = i + 1;
+        eq_comparison_apply_case(&m->comparisons[i], kase);
         eq_capture_free(&test);
         eq_matrix_row_summarise(row, &m->comparisons[i]);
         row->seconds = seconds_since(&cell_start);

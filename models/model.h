@@ -31,8 +31,14 @@ typedef enum {
     EQ_BUG_SKIP_ALLREDUCE = 1 << 0,  /* a row-parallel layer keeps rank 0's partial: no all-reduce */
     EQ_BUG_SHARD_OFFSET = 1 << 1,    /* a column-parallel layer's rank r uses rank r+1's weight rows */
     EQ_BUG_GRAD_AVG_TWICE = 1 << 2,  /* data-parallel gradients divided by dp a second time */
+    /* The spd case's scaling bugs (seed 001's bug class; models/spd.c), under --grads sum: */
+    EQ_BUG_CI_GRAD_AVG = 1 << 3,       /* the CI functions' gradients AVG all-reduced where SUM is expected */
+    EQ_BUG_FAITH_EVERY_RANK = 1 << 4,  /* faithfulness (replicated) contributed on every dp rank, not once */
+    EQ_BUG_LOCAL_COUNT = 1 << 5,       /* the stochastic reconstruction normalised by the local count */
+    EQ_BUG_IMP_MIN_NO_WS = 1 << 6,     /* importance minimality from the local sums, no world_size factor */
 } eq_bug;
-/* "skip_allreduce", "shard_offset", "grad_avg_twice" <-> flag; EQ_ERR_USAGE for an unknown name. */
+/* A bug's name ("skip_allreduce", "ci_grad_avg", ...; models/models.c) <-> flag; EQ_ERR_USAGE for
+ * an unknown name, listing the known ones. */
 eq_status eq_bug_parse(const char *name, eq_bug *out);
 const char *eq_bug_name(eq_bug bug);
 

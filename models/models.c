@@ -8,6 +8,7 @@ const eq_model *const eq_models[] = {
     &eq_model_row_parallel,
     &eq_model_mlp_stack,
     &eq_model_gpt,
+    &eq_model_spd,
 
     NULL,
 };
@@ -49,6 +50,10 @@ static const struct {
     {EQ_BUG_SKIP_ALLREDUCE, "skip_allreduce"},
     {EQ_BUG_SHARD_OFFSET, "shard_offset"},
     {EQ_BUG_GRAD_AVG_TWICE, "grad_avg_twice"},
+    {EQ_BUG_CI_GRAD_AVG, "ci_grad_avg"},
+    {EQ_BUG_FAITH_EVERY_RANK, "faith_every_rank"},
+    {EQ_BUG_LOCAL_COUNT, "local_count"},
+    {EQ_BUG_IMP_MIN_NO_WS, "imp_min_no_world_size"},
 };
 
 eq_status eq_bug_parse(const char *name, eq_bug *out)
@@ -59,8 +64,10 @@ eq_status eq_bug_parse(const char *name, eq_bug *out)
             return EQ_OK;
         }
     }
-    return EQ_FAIL(EQ_ERR_USAGE, "unknown bug '%s' to inject (known: skip_allreduce, shard_offset, grad_avg_twice)",
-                   name);
+    char known[256] = "";
+    for (size_t i = 0; i < sizeof bug_names / sizeof bug_names[0]; i++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", bug_names[i].name);
+    return EQ_FAIL(EQ_ERR_USAGE, "unknown bug '%s' to inject (known: %s)", name, known);
 }
 
 const char *eq_bug_name(eq_bug bug)

@@ -55,6 +55,8 @@ static json_t *metrics_json(const eq_metrics *m)
     bad |= json_object_set_new(o, "rel_fro", number(m->rel_fro));
     bad |= json_object_set_new(o, "cosine", number(m->cosine));
     bad |= json_object_set_new(o, "ls_scale", number(m->ls_scale));
+    bad |= json_object_set_new(o, "mean_ratio", number(m->mean_ratio));
+    bad |= json_object_set_new(o, "worst_rel", number(m->worst_rel));
     bad |= json_object_set_new(o, "ref_absmax", number(m->ref_absmax));
     bad |= json_object_set_new(o, "ref_mean", number(m->ref_mean));
     bad |= json_object_set_new(o, "ref_std", number(m->ref_std));

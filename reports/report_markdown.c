@@ -84,21 +84,23 @@ static const struct {
 static void write_table_header(FILE *out)
 {
     /* seed 002 section 2.2's columns; the 5e-3 share is in the JSON. */
-    fprintf(out, "| Layer | Tensor | Max | Mean | Median | %%>1e-4 | %%>1e-3 | %%>1e-2 | max ULP | ULP@max | verdict |\n");
-    fprintf(out, "|------:|--------|----:|-----:|-------:|-------:|-------:|-------:|--------:|--------:|---------|\n");
+    fprintf(out, "| Layer | Tensor | Max | Mean | Median | %%>1e-4 | %%>1e-3 | %%>1e-2 | max ULP | ULP@max | "
+                 "mean(dist/ref) | worst rel | verdict |\n");
+    fprintf(out, "|------:|--------|----:|-----:|-------:|-------:|-------:|-------:|--------:|--------:|"
+                 "--------------:|----------:|---------|\n");
 }
 
 static void write_row(FILE *out, const eq_tensor_result *r)
 {
     char max[32], mean[32], median[32], s4[16], s3[16], s2[16], verdict[96];
-    fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %.4g | %.4g | %s |\n", r->layer, r->name,
+    fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %.4g | %.4g | %.6f | %.2g | %s |\n", r->layer, r->name,
             eq_report_format_value(r->m.max_abs, 6, max, sizeof max),
             eq_report_format_value(r->m.mean_abs, 8, mean, sizeof mean),
             eq_report_format_value(r->m.median_abs, 8, median, sizeof median),
             eq_report_format_share(r->m.frac_above[0], s4, sizeof s4),
             eq_report_format_share(r->m.frac_above[1], s3, sizeof s3),
             eq_report_format_share(r->m.frac_above[3], s2, sizeof s2), r->m.max_ulp, r->m.ulp_at_max,
-            format_verdict(r, verdict, sizeof verdict));
+            r->m.mean_ratio, r->m.worst_rel, format_verdict(r, verdict, sizeof verdict));
 }
 
 static void write_tables(FILE *out, const eq_comparison *c)
@@ -171,10 +173,11 @@ static eq_status write_unexpected(FILE *out, const eq_comparison *c)
         const eq_tensor_result *r = sorted[i];
         char max[32];
         fprintf(out, "- `%s` (%s): %s, expected %s: %s; max |d| %s at index %lld, %lld of %lld outside, "
-                     "%.3g x the tolerance\n",
+                     "%.3g x the tolerance; mean(dist/ref)=%.6f, worst rel err %.2g\n",
                 r->path, eq_role_name(r->role), eq_observed_name(r->observed), eq_expect_name(r->expect),
                 r->diagnosis, eq_report_format_value(r->m.max_abs, 6, max, sizeof max), (long long)r->m.argmax,
-                (long long)r->m.n_outside, (long long)r->m.count, r->m.max_tol_ratio);
+                (long long)r->m.n_outside, (long long)r->m.count, r->m.max_tol_ratio, r->m.mean_ratio,
+                r->m.worst_rel);
     }
     fprintf(out, "\n");
     free(sorted);

@@ -15,7 +15,7 @@
 static const char *const metric_keys[] = {
     "count", "n_finite", "nan_ref", "inf_ref", "nan_test", "inf_test", "nonfinite_mismatch", "n_differ",
     "max_abs", "mean_abs", "median_abs", "argmax", "frac_above_1e-4", "frac_above_1e-3", "frac_above_5e-3",
-    "frac_above_1e-2", "max_ulp", "ulp_at_max", "rel_fro", "cosine", "ls_scale", "ref_absmax", "ref_mean", "ref_std",
+    "frac_above_1e-2", "max_ulp", "ulp_at_max", "rel_fro", "cosine", "ls_scale", "mean_ratio", "worst_rel", "ref_absmax", "ref_mean", "ref_std",
     "n_outside", "max_tol_ratio",
 };
 #define N_METRIC_KEYS (int)(sizeof metric_keys / sizeof metric_keys[0])
@@ -131,7 +131,8 @@ static void test_markdown(const eq_comparison *cmps, int n)
     EXPECT_HAS(text, "seed 002 section 7");
     EXPECT_HAS(text, "1 parameter bit-identical after gathering, 1 input bit-identical");
     const char *header =
-        "| Layer | Tensor | Max | Mean | Median | %>1e-4 | %>1e-3 | %>1e-2 | max ULP | ULP@max | verdict |\n";
+        "| Layer | Tensor | Max | Mean | Median | %>1e-4 | %>1e-3 | %>1e-2 | max ULP | ULP@max | mean(dist/ref) | "
+        "worst rel | verdict |\n";
     /* one table per role present: activations, gradients, losses; then the second's activations */
     EQ_EXPECT(count_lines(text, header) == 4, "header row appears %d times, want 4", count_lines(text, header));
     EQ_EXPECT(count_lines(text, "#### Activations") == 2 && count_lines(text, "#### Gradients") == 1 &&

@@ -80,7 +80,8 @@ def minimal_report():
     metrics.update({key: 0.0 for key in ("max_abs", "mean_abs", "median_abs", "frac_above_1e-4", "frac_above_1e-3",
                                          "frac_above_5e-3", "frac_above_1e-2", "max_ulp", "ulp_at_max", "rel_fro",
                                          "ref_absmax", "ref_mean", "ref_std", "max_tol_ratio")})
-    metrics.update({"count": 64, "n_finite": 64, "argmax": -1, "cosine": 1.0, "ls_scale": 1.0})
+    metrics.update({"count": 64, "n_finite": 64, "argmax": -1, "cosine": 1.0, "ls_scale": 1.0, "mean_ratio": 1.0,
+                    "worst_rel": 0.0})
     result = {"path": "layers/00/input", "layer": 0, "name": "input", "role": "input", "expect": "bit_exact",
               "observed": "bit-exact", "as_expected": True, "diagnosis": "bit-exact", "metrics": metrics}
     comparison = {"reference": run, "test": dict(run, tp=2), "tolerance": tolerance, "grad_tolerance": tolerance,

@@ -1,0 +1,363 @@
+/* The spd case (seeds 000, 001): the SPD decomposition step of models/spd_step.h under dp x tp,
+ * in fp32 (the seeds' trainer runs fp32; bf16 is not offered).
+ *
+ * Data parallelism: dp rank d holds global batch rows [d B/dp, (d+1) B/dp), every position.
+ * Tensor parallelism splits every site's components (models/spd_ops.h). Each replica computes its
+ * partial gradients per loss term; the gradients are then all-reduced over dp by the convention:
+ *   avg (DDP, seed 000): each rank's losses are its local means, faithfulness on every rank,
+ *        importance minimality with the world-size stand-in log2(1 + dp S_local); AVG all-reduce;
+ *   sum (seed 001): every partial normalised by the global count, faithfulness contributed once
+ *        (dp rank 0), importance minimality through the detached global residual (the local sums
+ *        SUM all-reduced first, so its forward uses the global S); SUM all-reduce everywhere.
+ * The total gradient is the sum of the terms on each rank, reduced once (as a trainer does); each
+ * term is also reduced alone and captured as `<param>_grad.<term>`, so a report says which loss
+ * carries a difference. Captured gradients of activations (the PGD sources') are in units of the
+ * global mean loss under both conventions (avg: the rank's value / dp).
+ *
+ * Eval metrics (components active per token, the unmasked reconstruction) all-reduce their sums
+ * and counts (fp64, SUM) before dividing, under both conventions.
+ *
+ * Injected bugs (sum convention only; models/model.h): ci_grad_avg, faith_every_rank,
+ * local_count (the stochastic reconstruction divided by the local count), imp_min_no_world_size
+ * (the importance loss from each rank's local sums, no all-reduce and no world-size factor). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/models.h"
+#include "models/spd_step.h"
+
+/* Bugs planted under the sum convention only: under avg the first three are the convention, and
+ * imp_min_no_world_size would land on tensors avg already expects to differ (the stand-in). */
+#define SPD_SUM_ONLY_BUGS (EQ_BUG_CI_GRAD_AVG | EQ_BUG_FAITH_EVERY_RANK | EQ_BUG_LOCAL_COUNT | EQ_BUG_IMP_MIN_NO_WS)
+
+static eq_status read_sizes(const eq_step *step, spd_sizes *z)
+{
+    eq_status st = EQ_OK;
+    EQ_TRY(eq_size_get(step->size, "batch", &z->batch));
+    EQ_TRY(eq_size_get(step->size, "seq", &z->seq));
+    EQ_TRY(eq_size_get(step->size, "d_model", &z->d_model));
+    EQ_TRY(eq_size_get(step->size, "d_mlp", &z->d_mlp));
+    EQ_TRY(eq_size_get(step->size, "layers", &z->layers));
+    EQ_TRY(eq_size_get(step->size, "c_fc", &z->c_fc));
+    EQ_TRY(eq_size_get(step->size, "c_down", &z->c_down));
+    EQ_TRY(eq_size_get(step->size, "ci_hidden", &z->ci_hidden));
+    EQ_TRY(eq_size_get(step->size, "step", &z->step));
+    EQ_TRY(eq_size_get(step->size, "steps", &z->steps));
+    if (2 * z->layers > SPD_MAX_SITES) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "case file %s: spd takes at most %d layers (layers=%lld)", step->size->case_path,
+                     SPD_MAX_SITES / 2, (long long)z->layers);
+        goto cleanup;
+    }
+    if (step->dtype != EQ_FP32 && step->dtype != EQ_FP64) {
+        st = EQ_FAIL(EQ_ERR_USAGE, "spd runs in fp32 (as the seeds' trainer) or fp64, not %s", eq_dtype_name(step->dtype));
+        goto cleanup;
+    }
+    if (step->grads == EQ_GRAD_AVG && (step->bugs & SPD_SUM_ONLY_BUGS)) {
+        st = EQ_FAIL(EQ_ERR_USAGE, "--inject ci_grad_avg, faith_every_rank, local_count and imp_min_no_world_size "
+                     "plant a bug in the sum convention (under avg they are the convention, or land where avg "
+                     "already differs): add --grads sum");
+        goto cleanup;
+    }
+    EQ_TRY(eq_check_divides("batch", z->batch, "dp", step->layout.dp));
+    EQ_TRY(eq_check_divides("c_fc", z->c_fc, "tp", step->layout.tp));
+    EQ_TRY(eq_check_divides("c_down", z->c_down, "tp", step->layout.tp));
+cleanup:
+    return st;
+}
+
+static eq_status spd_check(const eq_step *step)
+{
+    spd_sizes z;
+    return read_sizes(step, &z);
+}
+
+/* parts[d] (n values each, one per replica) -> out, the all-reduce over dp in the step's dtype. */
+static eq_status reduce_dp(const eq_step *step, double *const *parts, int64_t n, eq_redop op, double *out)
+{
+    eq_status st = EQ_OK;
+    const int dp = step->layout.dp;
+    void **bufs = calloc((size_t)dp, sizeof *bufs);
+    if (bufs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a dp all-reduce");
+    for (int d = 0; d < dp; d++) {
+        if ((bufs[d] = malloc((size_t)n * eq_dtype_size(step->dtype) + 1)) == NULL) {
+            st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a dp all-reduce of %lld values", (long long)n);
+            goto cleanup;
+        }
+        for (int64_t i = 0; i < n; i++) eq_buffer_set(step->dtype, bufs[d], i, parts[d][i]);
+    }
+    eq_group g = {step->transport, step->algo, dp, 0, dp};
+    EQ_TRY(eq_all_reduce(&g, bufs, (size_t)n, step->dtype, op));
+    for (int64_t i = 0; i < n; i++) out[i] = eq_buffer_get(step->dtype, bufs[0], i);
+cleanup:
+    for (int d = 0; d < dp; d++) free(bufs[d]);
+    free(bufs);
+    return st;
+}
+
+/* Scalars (fp64) over dp. */
+static eq_status reduce_scalar(const eq_step *step, double *vals, eq_redop op, double *out)
+{
+    const int dp = step->layout.dp;
+    void **bufs = calloc((size_t)dp, sizeof *bufs);
+    if (bufs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a scalar all-reduce");
+    for (int d = 0; d < dp; d++) bufs[d] = &vals[d];
+    eq_group g = {step->transport, step->algo, dp, 0, dp};
+    eq_status st = eq_all_reduce(&g, bufs, 1, EQ_FP64, op);
+    *out = vals[0];
+    free(bufs);
+    return st;
+}
+
+/* Adds a captured tensor of the step's dtype holding data. */
+static eq_status capture(eq_capture *cap, const eq_step *step, int layer, const char *name, eq_role role, int ndim,
+                         const int64_t *shape, const double *data)
+{
+    eq_tensor t = {0};
+    eq_dtype dt = role == EQ_ROLE_LOSS ? EQ_FP64 : step->dtype;
+    eq_status st = eq_tensor_init(&t, dt, ndim, shape);
+    if (st != EQ_OK) return st;
+    for (int64_t i = 0; i < eq_tensor_numel(&t); i++) eq_tensor_set(&t, i, data[i]);
+    return eq_capture_add(cap, layer, name, role, &t);
+}
+
+static eq_status capture_scalar(eq_capture *cap, const eq_step *step, int layer, const char *name, double v)
+{
+    const int64_t one = 1;
+    return capture(cap, step, layer, name, EQ_ROLE_LOSS, 1, &one, &v);
+}
+
+/* A per-token activation [B, S, width] from every replica's rows, scaled by `scale`. */
+static eq_status capture_rows(eq_capture *cap, const eq_step *step, const spd_sizes *z, const spd_replica *reps,
+                              double *const *per_rep, int layer, const char *name, eq_role role, int64_t width,
+                              double scale)
+{
+    const int dp = step->layout.dp;
+    const int64_t per = reps[0].T * width;
+    double *full = malloc((size_t)(per * dp) * sizeof *full);
+    if (full == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory to gather %s", name);
+    for (int d = 0; d < dp; d++)
+        for (int64_t i = 0; i < per; i++) full[d * per + i] = per_rep[d][i] * scale;
+    const int64_t shape[3] = {z->batch, z->seq, width};
+    eq_status st = capture(cap, step, layer, name, role, 3, shape, full);
+    free(full);
+    return st;
+}
+
+/* Which terms reach which parameters: faithfulness V and U only, importance minimality the CI
+ * function only (fields: V, U, then the CI function's). */
+static int term_reaches(int term, int field)
+{
+    const int is_vu = field < 2;
+    if (term == SPD_FAITH) return is_vu;
+    if (term == SPD_IMP_MIN) return !is_vu;
+    return 1;
+}
+
+typedef struct {
+    spd_sizes z;
+    int n_sites;
+    spd_site_params sites[SPD_MAX_SITES];
+    spd_replica *reps;      /* [dp] */
+    double *S_global[SPD_MAX_SITES];
+} spd_run;
+
+static void free_run(spd_run *run, int dp)
+{
+    for (int s = 0; s < run->n_sites; s++) spd_params_free(&run->sites[s]), free(run->S_global[s]);
+    for (int d = 0; run->reps != NULL && d < dp; d++) spd_replica_free(&run->reps[d]);
+    free(run->reps);
+}
+
+/* The reduction, then the capture of one site: parameters, activations, gradients (total and per
+ * term), the eval metric. */
+static eq_status reduce_and_capture_site(const eq_step *step, spd_run *run, int s, eq_capture *cap)
+{
+    eq_status st = EQ_OK;
+    const int dp = step->layout.dp, sum = step->grads == EQ_GRAD_SUM;
+    const spd_site_params *p = &run->sites[s];
+    const spd_sizes *z = &run->z;
+    double **parts = calloc((size_t)dp, sizeof *parts), *out = NULL;
+    double **rows = calloc((size_t)dp, sizeof *rows);
+    char name[EQ_NAME_MAX];
+    if (parts == NULL || rows == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for the reduction");
+        goto cleanup;
+    }
+    int field = 0;
+#define SPD_PARAM(f, rows_, cols, std, mean)                                                            \
+    {                                                                                                    \
+        const int64_t shape[2] = {(rows_) > 0 ? (rows_) : (cols), (cols)};                               \
+        EQ_TRY(capture(cap, step, s, #f, EQ_ROLE_PARAM, (rows_) > 0 ? 2 : 1, (rows_) > 0 ? shape : &shape[1], p->f)); \
+    }
+    SPD_SITE_PARAMS(SPD_PARAM)
+#undef SPD_PARAM
+    for (int d = 0; d < dp; d++) rows[d] = run->reps[d].x[s];
+    EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "input", EQ_ROLE_ACTIVATION, p->D, 1.0));
+    for (int d = 0; d < dp; d++) rows[d] = run->reps[d].ci_lo[s];
+    EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "ci_lower", EQ_ROLE_ACTIVATION, p->C, 1.0));
+    for (int d = 0; d < dp; d++) rows[d] = run->reps[d].ci_up[s];
+    EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "ci_upper", EQ_ROLE_ACTIVATION, p->C, 1.0));
+    for (int d = 0; d < dp; d++) rows[d] = run->reps[d].stoch_mask[s];
+    EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "stoch_mask", EQ_ROLE_ACTIVATION, p->C + 1, 1.0));
+    for (int d = 0; d < dp; d++) rows[d] = run->reps[d].src[s];
+    EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "ppgd_sources", EQ_ROLE_ACTIVATION, p->C + 1, 1.0));
+    for (int d = 0; d < dp; d++) rows[d] = run->reps[d].src_grad[s];
+    EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "ppgd_sources_grad", EQ_ROLE_GRAD, p->C + 1,
+                        sum ? 1.0 : 1.0 / dp));
+
+    /* Gradients: the total (each rank sums its terms, then one all-reduce), then each term. */
+    field = 0;
+#define SPD_GRAD(f, rows_, cols, std, mean)                                                               \
+    {                                                                                                      \
+        const int64_t n = spd_param_numel(p, field);                                                       \
+        const int64_t shape[2] = {(rows_) > 0 ? (rows_) : (cols), (cols)};                                 \
+        const int ndim = (rows_) > 0 ? 2 : 1;                                                              \
+        const int is_ci = field >= 2;                                                                      \
+        const eq_redop op = !sum || (is_ci && (step->bugs & EQ_BUG_CI_GRAD_AVG)) ? EQ_REDOP_AVG : EQ_REDOP_SUM; \
+        free(out);                                                                                         \
+        out = calloc((size_t)n, sizeof *out);                                                              \
+        for (int d = 0; d < dp; d++) parts[d] = calloc((size_t)n, sizeof **parts);                          \
+        for (int d = 0; d < dp; d++)                                                                       \
+            if (parts[d] == NULL || out == NULL) {                                                         \
+                st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a gradient");                                \
+                goto cleanup;                                                                              \
+            }                                                                                              \
+        for (int d = 0; d < dp; d++)                                                                       \
+            for (int k = 0; k < SPD_N_TERMS; k++)                                                          \
+                for (int64_t i = 0; i < n; i++)                                                            \
+                    parts[d][i] = spd_rnd(step->dtype, parts[d][i] + run->reps[d].grads[k][s].f[i]);          \
+        EQ_TRY(reduce_dp(step, parts, n, op, out));                                                        \
+        EQ_TRY(capture(cap, step, s, #f "_grad", EQ_ROLE_GRAD, ndim, ndim == 2 ? shape : &shape[1], out));  \
+        for (int k = 0; k < SPD_N_TERMS; k++) {                                                            \
+            if (!term_reaches(k, field)) continue;                                                         \
+            for (int d = 0; d < dp; d++) memcpy(parts[d], run->reps[d].grads[k][s].f, (size_t)n * sizeof(double)); \
+            EQ_TRY(reduce_dp(step, parts, n, op, out));                                                    \
+            snprintf(name, sizeof name, "%s_grad.%s", #f, spd_term_names[k]);                              \
+            EQ_TRY(capture(cap, step, s, name, EQ_ROLE_GRAD, ndim, ndim == 2 ? shape : &shape[1], out));    \
+        }                                                                                                  \
+        for (int d = 0; d < dp; d++) free(parts[d]), parts[d] = NULL;                                      \
+        field++;                                                                                           \
+    }
+    SPD_SITE_PARAMS(SPD_GRAD)
+#undef SPD_GRAD
+
+    /* Eval: components active per token, sums and counts all-reduced before dividing. */
+    double *l0 = calloc((size_t)dp, sizeof *l0), *cnt = calloc((size_t)dp, sizeof *cnt), l0_sum = 0, cnt_sum = 0;
+    if (l0 == NULL || cnt == NULL) st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for the eval");
+    for (int d = 0; st == EQ_OK && d < dp; d++) l0[d] = run->reps[d].eval_l0_sum[s], cnt[d] = run->reps[d].eval_tokens;
+    if (st == EQ_OK) st = reduce_scalar(step, l0, EQ_REDOP_SUM, &l0_sum);
+    if (st == EQ_OK) st = reduce_scalar(step, cnt, EQ_REDOP_SUM, &cnt_sum);
+    if (st == EQ_OK) st = capture_scalar(cap, step, s, "eval_l0", l0_sum / cnt_sum);
+    free(l0), free(cnt);
+cleanup:
+    for (int d = 0; parts != NULL && d < dp; d++) free(parts[d]);
+    free(parts), free(rows), free(out);
+    return st;
+}
+
+static eq_status capture_losses(const eq_step *step, spd_run *run, eq_capture *cap)
+{
+    eq_status st = EQ_OK;
+    const int dp = step->layout.dp, L = run->n_sites;
+    const eq_redop op = step->grads == EQ_GRAD_SUM ? EQ_REDOP_SUM : EQ_REDOP_AVG;
+    double *v = calloc((size_t)dp, sizeof *v), *c = calloc((size_t)dp, sizeof *c), total = 0, value = 0, count = 0;
+    char name[EQ_NAME_MAX];
+    if (v == NULL || c == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for the losses");
+        goto cleanup;
+    }
+    for (int d = 0; d < dp; d++) {
+        v[d] = 0;
+        for (int k = 0; k < SPD_N_TERMS; k++) v[d] += run->reps[d].loss[k];
+    }
+    EQ_TRY(reduce_scalar(step, v, op, &total));
+    EQ_TRY(capture_scalar(cap, step, L, "loss", total));
+    for (int k = 0; k < SPD_N_TERMS; k++) {
+        for (int d = 0; d < dp; d++) v[d] = run->reps[d].loss[k];
+        EQ_TRY(reduce_scalar(step, v, op, &value));
+        snprintf(name, sizeof name, "loss.%s", spd_term_names[k]);
+        EQ_TRY(capture_scalar(cap, step, L, name, value));
+    }
+    for (int d = 0; d < dp; d++) v[d] = run->reps[d].eval_recon_sum, c[d] = run->reps[d].eval_tokens * (double)run->z.d_model;
+    EQ_TRY(reduce_scalar(step, v, EQ_REDOP_SUM, &value));
+    EQ_TRY(reduce_scalar(step, c, EQ_REDOP_SUM, &count));
+    EQ_TRY(capture_scalar(cap, step, L, "eval_unmasked_recon", value / count));
+cleanup:
+    free(v), free(c);
+    return st;
+}
+
+static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
+{
+    eq_status st = EQ_OK;
+    spd_run run;
+    memset(&run, 0, sizeof run);
+    const int dp = step->layout.dp, sum = step->grads == EQ_GRAD_SUM;
+    const unsigned bugs = step->bugs;
+    EQ_TRY(read_sizes(step, &run.z));
+    const spd_sizes *z = &run.z;
+    run.n_sites = spd_n_sites(z);
+    const spd_ctx ctx = {step->dtype, step->layout.tp, step->transport, step->algo, SPD_LEAKY_ALPHA};
+    const int64_t rows = z->batch / dp;
+    EQ_TRY(spd_params_init(z, step->seed, run.sites));
+    if ((run.reps = calloc((size_t)dp, sizeof *run.reps)) == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for %d replicas", dp);
+        goto cleanup;
+    }
+    for (int d = 0; d < dp; d++) {
+        EQ_TRY(spd_replica_init(z, run.sites, step->seed, d * rows, rows, &run.reps[d]));
+        EQ_TRY(spd_replica_forward(&ctx, z, run.sites, &run.reps[d]));
+    }
+    /* Importance minimality's sums: under sum the global S (SUM all-reduce of the local sums,
+     * detached), unless the bug keeps the local ones. */
+    const int global_S = sum && !(bugs & EQ_BUG_IMP_MIN_NO_WS);
+    for (int s = 0; global_S && s < run.n_sites; s++) {
+        double **parts = calloc((size_t)dp, sizeof *parts);
+        if (parts == NULL || (run.S_global[s] = calloc((size_t)run.sites[s].C, sizeof(double))) == NULL) {
+            free(parts);
+            st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for the importance sums");
+            goto cleanup;
+        }
+        for (int d = 0; d < dp; d++) parts[d] = run.reps[d].S_local[s];
+        st = reduce_dp(step, parts, run.sites[s].C, EQ_REDOP_SUM, run.S_global[s]);
+        free(parts);
+        if (st != EQ_OK) goto cleanup;
+    }
+    const double global_tokens = (double)(z->batch * z->seq), local_tokens = (double)(rows * z->seq);
+    for (int d = 0; d < dp; d++) {
+        spd_conv conv;
+        const double *S_use[SPD_MAX_SITES];
+        for (int s = 0; s < run.n_sites; s++) S_use[s] = global_S ? run.S_global[s] : run.reps[d].S_local[s];
+        conv.imp_S = S_use;
+        conv.ppgd_warmup = SPD_PPGD_WARMUP;
+        if (sum) {
+            conv.recon_norm_stoch = ((bugs & EQ_BUG_LOCAL_COUNT) ? local_tokens : global_tokens) * (double)z->d_model;
+            conv.recon_norm_ppgd = global_tokens * (double)z->d_model;
+            conv.faith_here = d == 0 || (bugs & EQ_BUG_FAITH_EVERY_RANK);
+            conv.imp_n = global_tokens;
+            conv.imp_ws = 1.0;
+            conv.imp_loss_here = d == 0 || !global_S;
+        } else {
+            conv.recon_norm_stoch = conv.recon_norm_ppgd = local_tokens * (double)z->d_model;
+            conv.faith_here = 1;
+            conv.imp_n = local_tokens;
+            conv.imp_ws = (double)dp; /* seed 000's stand-in */
+            conv.imp_loss_here = 1;
+        }
+        EQ_TRY(spd_replica_losses(&ctx, z, run.sites, &conv, &run.reps[d]));
+    }
+    for (int s = 0; s < run.n_sites; s++) EQ_TRY(reduce_and_capture_site(step, &run, s, cap));
+    EQ_TRY(capture_losses(step, &run, cap));
+cleanup:
+    free_run(&run, dp);
+    return st;
+}
+
+const eq_model eq_model_spd = {
+    .name = "spd",
+    .summary = "SPD decomposition step (seeds 000/001): 4 losses, V/U/CI gradients under dp x tp",
+    .check = spd_check,
+    .run = spd_run_step,
+};
