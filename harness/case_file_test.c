@@ -84,6 +84,28 @@ int main(void)
     EQ_EXPECT(strcmp(c.grad_tolerance[EQ_BF16], "bf16_grads") == 0 && c.grad_tolerance[EQ_FP32][0] == '\0',
               "grad tolerances '%s' '%s'", c.grad_tolerance[EQ_BF16], c.grad_tolerance[EQ_FP32]);
 
+    /* Per-tensor expectations under one convention: globs, first match wins, only where dp > 1. */
+    EQ_EXPECT_OK(eq_case_load(write_case("tensor_expect", GOOD_HEAD GOOD_SIZE GOOD_TOL
+                                         "[expect.avg]\nci_*_grad.imp_min = differs\nci_*_grad* = must_fail\n"
+                                         "[expect.sum]\nloss = bit_exact\n"), &c));
+    eq_expect e = EQ_EXPECT_WITHIN;
+    EQ_EXPECT(c.n_tensor_expects == 3, "%d tensor expectations, want 3", c.n_tensor_expects);
+    EQ_EXPECT(eq_case_tensor_expectation(&c, "avg", (eq_layout){8, 1}, "ci_w1_grad.imp_min", &e) &&
+                  e == EQ_EXPECT_DIFFERS, "first matching glob");
+    EQ_EXPECT(eq_case_tensor_expectation(&c, "avg", (eq_layout){8, 1}, "ci_w2_grad.stoch", &e) &&
+                  e == EQ_EXPECT_MUST_FAIL, "second glob");
+    EQ_EXPECT(!eq_case_tensor_expectation(&c, "avg", (eq_layout){8, 1}, "V_grad", &e), "no glob matches V_grad");
+    EQ_EXPECT(!eq_case_tensor_expectation(&c, "sum", (eq_layout){8, 1}, "ci_w1_grad.imp_min", &e),
+              "an avg line applied under sum");
+    EQ_EXPECT(eq_case_tensor_expectation(&c, "sum", (eq_layout){2, 2}, "loss", &e) && e == EQ_EXPECT_BIT_EXACT,
+              "[expect.sum]");
+    EQ_EXPECT(!eq_case_tensor_expectation(&c, "avg", (eq_layout){1, 4}, "ci_w1_grad.imp_min", &e),
+              "applied at dp 1, where the conventions agree");
+    expect_malformed("tensor_expect_convention", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.mean]\nloss = differs\n",
+                     "unknown section [expect.mean]");
+    expect_malformed("tensor_expect_value", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.avg]\nloss = close\n",
+                     "[expect.avg] loss = 'close'");
+
     /* Malformed files. */
     expect_malformed("bad_tolerance_role", GOOD_HEAD GOOD_SIZE GOOD_TOL "bf16.act = x\n", "dtype.grad");
     expect_malformed("syntax", GOOD_HEAD "[size.ci\nseq = 4\n", "syntax");
