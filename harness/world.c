@@ -158,6 +158,25 @@ void eq_world_free(eq_world *w)
     w->initialized_mpi = 0;
 }
 
+static int error_printed;
+
+int eq_world_error_printed(void) { return error_printed; }
+
+eq_status eq_world_finish(eq_world *w, eq_status mine)
+{
+    int failed_rank = -1;
+    eq_status st = mine;
+    if (w->world_comm != NULL && *(MPI_Comm *)w->world_comm != MPI_COMM_NULL) st = eq_world_agree(w, mine, &failed_rank);
+    else if (mine != EQ_OK) failed_rank = w->rank; /* MPI never started: each rank says why */
+    if (st != EQ_OK && failed_rank == w->rank) {
+        fprintf(stderr, "equiv: error: rank %d: %s [%s]\n", w->rank, eq_error_message(), eq_error_where());
+        fflush(stderr);
+    }
+    if (st != EQ_OK) error_printed = 1; /* by the failing rank: the others stay quiet */
+    eq_world_free(w);
+    return st;
+}
+
 eq_status eq_world_agree(const eq_world *w, eq_status mine, int *failed_rank)
 {
     /* (first failing rank, its status) by MIN over rank, then its status broadcast */
@@ -171,6 +190,14 @@ eq_status eq_world_agree(const eq_world *w, eq_status mine, int *failed_rank)
     *failed_rank = first == INT_MAX ? -1 : first;
     if (st != EQ_OK) return st;
     return (eq_status)code;
+}
+
+eq_status eq_world_share_int(const eq_world *w, int *value)
+{
+    eq_mpi_watch_begin("the broadcast of the run's outcome");
+    eq_status st = EQ_MPI_CHECK(MPI_Bcast(value, 1, MPI_INT, 0, *(MPI_Comm *)w->world_comm), "MPI_Bcast (outcome)");
+    eq_mpi_watch_end();
+    return st;
 }
 
 void eq_world_abort(const eq_world *w)
@@ -197,6 +224,21 @@ eq_status eq_world_agree(const eq_world *w, eq_status mine, int *failed_rank)
 {
     (void)w;
     *failed_rank = mine == EQ_OK ? -1 : 0;
+    return mine;
+}
+
+eq_status eq_world_share_int(const eq_world *w, int *value)
+{
+    (void)w;
+    (void)value;
+    return EQ_OK;
+}
+
+int eq_world_error_printed(void) { return 0; }
+
+eq_status eq_world_finish(eq_world *w, eq_status mine)
+{
+    (void)w;
     return mine;
 }
 

@@ -64,6 +64,16 @@ eq_group eq_world_dp_group(const eq_world *w, eq_algo algo);
  * all ranks (*failed_rank = that rank, -1 if none). Waits under the collective watchdog. */
 eq_status eq_world_agree(const eq_world *w, eq_status mine, int *failed_rank);
 
+/* The end of a run every rank reached (the same point on all): agrees on the outcome
+ * (eq_world_agree), prints the first failing rank's error there ("equiv: error: rank R: ..."),
+ * then frees the world (MPI_Finalize). Returns the agreed status; eq_world_error_printed() says
+ * whether the error line is out. */
+eq_status eq_world_finish(eq_world *w, eq_status mine);
+int eq_world_error_printed(void);
+
+/* Rank 0's *value on every rank. */
+eq_status eq_world_share_int(const eq_world *w, int *value);
+
 /* A failure on this rank that the others cannot know of (they may be waiting in a collective):
  * prints "equiv: error: rank R: message [where]" and ends every rank with exit status 2
  * (MPI_Abort). Does not return. */
