@@ -162,12 +162,13 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     eq_tolerance_table *table = calloc(1, sizeof *table);
     eq_comparison cmps[MAX_COMPARISONS];
     eq_tolerance tols[EQ_DTYPE_COUNT], grad_tols[EQ_DTYPE_COUNT];
-    eq_capture ref = {0}, test = {0};
+    eq_capture ref = {0}, test = {0}, distributed[EQ_DTYPE_COUNT]; /* --comm mpi: the layout's runs */
     eq_layout layouts[EQ_CASE_MAX_LAYOUTS];
     eq_dtype dtypes[EQ_DTYPE_COUNT];
     eq_run_spec spec;
     eq_world world = {0};
     int n_cmps = 0, n_dtypes = 0, have_world = 0;
+    memset(distributed, 0, sizeof distributed);
     if (kase == NULL || table == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the case");
         goto cleanup;
@@ -192,7 +193,6 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     }
     const int n_layouts = layouts_to_run(cli, kase, layouts);
     EQ_TRY(check_comm(cli, &spec, n_layouts));
-    const int multi_process = strcmp(cli->transport, "sim") != 0;
     snprintf(who, sizeof who, "case file %s", kase->path);
     for (int i = 0; i < n_dtypes; i++) {
         if (kase->tolerance[dtypes[i]][0] == '\0') {
@@ -214,29 +214,40 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         st = EQ_FAIL(EQ_ERR_USAGE, "more than %d comparisons in one run", MAX_COMPARISONS);
         goto cleanup;
     }
-    (void)multi_process;
     const int root = eq_world_is_root(have_world ? &world : NULL);
     if (cli->out_dir && root) EQ_TRY(eq_ensure_dir(cli->out_dir));
 
-    for (int i = 0; i < n_dtypes; i++) {
+    if (have_world) {
+        /* Every rank runs its part of the layout for every dtype first; rank 0 computes the
+         * references afterwards, alone, so that no rank waits in a collective while rank 0 works
+         * alone (the collective watchdog bounds those waits). */
+        spec.step.layout = layouts[0];
+        spec.step.bugs = cli->bugs;
+        spec.step.transport = world.transport;
+        spec.step.world = &world;
+        for (int i = 0; i < n_dtypes; i++) {
+            spec.step.dtype = dtypes[i];
+            st = run_and_dump(cli, &spec, &distributed[i]);
+            /* a failure on one rank mid-run: the others may wait in a collective, so end them all */
+            if (st != EQ_OK) eq_world_abort(&world);
+        }
+        spec.step.transport = &eq_transport_sim;
+        spec.step.world = NULL;
+    }
+    for (int i = 0; i < n_dtypes && root; i++) {
         spec.step.dtype = dtypes[i];
         spec.step.layout = (eq_layout){1, 1};
         spec.step.bugs = EQ_BUG_NONE; /* the reference never carries an injected bug */
-        spec.step.transport = &eq_transport_sim; /* rank 0 computes the reference alone */
-        spec.step.world = NULL;
-        if (root) EQ_TRY(run_and_dump(cli, &spec, &ref));
+        EQ_TRY(run_and_dump(cli, &spec, &ref));
         for (int j = 0; j < n_layouts; j++) {
             spec.step.layout = layouts[j];
             spec.step.bugs = cli->bugs;
-            if (have_world) {
-                spec.step.transport = world.transport;
-                spec.step.world = &world;
+            if (have_world) { /* already run, by every rank */
+                test = distributed[i];
+                memset(&distributed[i], 0, sizeof distributed[i]);
+            } else {
+                EQ_TRY(run_and_dump(cli, &spec, &test));
             }
-            st = run_and_dump(cli, &spec, &test);
-            /* a failure on one rank mid-run: the others may wait in a collective, so end them all */
-            if (st != EQ_OK && have_world) eq_world_abort(&world);
-            EQ_TRY(st);
-            if (!root) continue;
             eq_expect expect = eq_case_expectation(kase, dtypes[i], layouts[j]);
             EQ_TRY(eq_compare_captures_by_role(&ref, &test, &tols[dtypes[i]], &grad_tols[dtypes[i]], expect,
                                                &cmps[n_cmps]));
@@ -255,6 +266,7 @@ cleanup:
     for (int i = 0; i < n_cmps; i++) eq_comparison_free(&cmps[i]);
     eq_capture_free(&ref);
     eq_capture_free(&test);
+    for (int i = 0; i < EQ_DTYPE_COUNT; i++) eq_capture_free(&distributed[i]);
     free(kase);
     free(table);
     return st;

@@ -200,6 +200,17 @@ eq_status eq_world_share_int(const eq_world *w, int *value)
     return st;
 }
 
+eq_status eq_world_broadcast_bytes(const eq_world *w, void *buf, size_t bytes, int root)
+{
+    if (bytes > (size_t)INT_MAX || root < 0 || root >= w->size)
+        return EQ_FAIL(EQ_ERR_INTERNAL, "rank %d: broadcast of %zu bytes from rank %d of %d", w->rank, bytes, root,
+                       w->size);
+    eq_mpi_watch_begin("a broadcast over the world");
+    eq_status st = EQ_MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, *(MPI_Comm *)w->world_comm), "MPI_Bcast");
+    eq_mpi_watch_end();
+    return st;
+}
+
 void eq_world_abort(const eq_world *w)
 {
     fprintf(stderr, "equiv: error: rank %d: %s [%s]\n", w->rank, eq_error_message(), eq_error_where());
@@ -235,6 +246,15 @@ eq_status eq_world_share_int(const eq_world *w, int *value)
 }
 
 int eq_world_error_printed(void) { return 0; }
+
+eq_status eq_world_broadcast_bytes(const eq_world *w, void *buf, size_t bytes, int root)
+{
+    (void)w;
+    (void)buf;
+    (void)bytes;
+    (void)root;
+    return EQ_FAIL(EQ_ERR_USAGE, "this equiv was built without MPI");
+}
 
 eq_status eq_world_finish(eq_world *w, eq_status mine)
 {

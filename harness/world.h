@@ -74,6 +74,11 @@ int eq_world_error_printed(void);
 /* Rank 0's *value on every rank. */
 eq_status eq_world_share_int(const eq_world *w, int *value);
 
+/* `bytes` bytes of buf from world rank `root` to every rank: how a transport bootstrapped over
+ * this world shares its handle (NCCL: rank 0's ncclUniqueId before ncclCommInitRank). Under the
+ * collective watchdog; an MPI error names the rank. */
+eq_status eq_world_broadcast_bytes(const eq_world *w, void *buf, size_t bytes, int root);
+
 /* A failure on this rank that the others cannot know of (they may be waiting in a collective):
  * prints "equiv: error: rank R: message [where]" and ends every rank with exit status 2
  * (MPI_Abort). Does not return. */

@@ -367,6 +367,13 @@ int main(int argc, char **argv)
     check_emulated(&s, where);
     check_mpi_algorithm(&s);
     check_bites(&s);
+    /* the bootstrap a transport built over this world uses (NCCL: rank 0's 128-byte unique id) */
+    unsigned char id[128];
+    for (int i = 0; i < 128; i++) id[i] = w.rank == 0 ? (unsigned char)(i * 37 + 11) : 0;
+    EQ_EXPECT_OK(eq_world_broadcast_bytes(&w, id, sizeof id, 0));
+    int id_ok = 1;
+    for (int i = 0; i < 128; i++) id_ok &= id[i] == (unsigned char)(i * 37 + 11);
+    EQ_EXPECT(id_ok, "rank %d: the broadcast id differs from rank 0's", w.rank);
     if (n == 4) check_groups();
     eq_world_free(&w);
     char name[64];
