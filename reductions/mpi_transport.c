@@ -197,6 +197,14 @@ static eq_status check_bytes(const mpi_group *m, size_t count, eq_dtype dt)
     return EQ_OK;
 }
 
+/* "all_reduce: MPI_Sendrecv": the collective and the MPI call, for an error message. */
+static const char *call_name(const mpi_group *m, const char *call)
+{
+    static _Thread_local char name[96];
+    snprintf(name, sizeof name, "%s: %s", m->collective, call);
+    return name;
+}
+
 static void *element(void *buf, size_t i, eq_dtype dt) { return (char *)buf + i * eq_dtype_size(dt); }
 
 static eq_status send_recv(const mpi_group *m, const void *send, size_t send_n, int to, void *recv, size_t recv_n,
@@ -205,18 +213,19 @@ static eq_status send_recv(const mpi_group *m, const void *send, size_t send_n, 
     return EQ_MPI_CHECK(MPI_Sendrecv(send, (int)(send_n * eq_dtype_size(dt)), MPI_BYTE, to, tag, recv,
                                      (int)(recv_n * eq_dtype_size(dt)), MPI_BYTE, from, tag, m->comm,
                                      MPI_STATUS_IGNORE),
-                        m->collective);
+                        call_name(m, "MPI_Sendrecv"));
 }
 
 static eq_status send_to(const mpi_group *m, const void *buf, size_t n, int to, int tag, eq_dtype dt)
 {
-    return EQ_MPI_CHECK(MPI_Send(buf, (int)(n * eq_dtype_size(dt)), MPI_BYTE, to, tag, m->comm), m->collective);
+    return EQ_MPI_CHECK(MPI_Send(buf, (int)(n * eq_dtype_size(dt)), MPI_BYTE, to, tag, m->comm),
+                        call_name(m, "MPI_Send"));
 }
 
 static eq_status recv_from(const mpi_group *m, void *buf, size_t n, int from, int tag, eq_dtype dt)
 {
     return EQ_MPI_CHECK(MPI_Recv(buf, (int)(n * eq_dtype_size(dt)), MPI_BYTE, from, tag, m->comm, MPI_STATUS_IGNORE),
-                        m->collective);
+                        call_name(m, "MPI_Recv"));
 }
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
@@ -340,7 +349,7 @@ static eq_status mpi_all_reduce(const eq_group *g, void *const bufs[], size_t co
     if (op == EQ_REDOP_AVG) eq_fold_premultiply(dt, m.size, bufs[0], count);
     if (g->algo == EQ_ALGO_MPI) {
         EQ_TRY(EQ_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bufs[0], (int)count, mpi_type(dt), mpi_sum(dt), m.comm),
-                            "MPI_Allreduce"));
+                            call_name(&m, "MPI_Allreduce")));
     } else if (g->algo == EQ_ALGO_RING) {
         tmp = malloc((count / (size_t)m.size + 1) * eq_dtype_size(dt));
         if (tmp == NULL) {
@@ -352,7 +361,7 @@ static eq_status mpi_all_reduce(const eq_group *g, void *const bufs[], size_t co
     } else {
         int root = 0;
         EQ_TRY(reduce_to_root(&m, g->algo, bufs[0], count, dt, &root));
-        EQ_TRY(EQ_MPI_CHECK(MPI_Bcast(bufs[0], (int)(count * eq_dtype_size(dt)), MPI_BYTE, root, m.comm), "MPI_Bcast"));
+        EQ_TRY(EQ_MPI_CHECK(MPI_Bcast(bufs[0], (int)(count * eq_dtype_size(dt)), MPI_BYTE, root, m.comm), call_name(&m, "MPI_Bcast")));
     }
 cleanup:
     free(tmp);
@@ -381,7 +390,7 @@ static eq_status mpi_reduce_scatter(const eq_group *g, const void *const in[], v
     } else if (g->algo == EQ_ALGO_MPI) {
         EQ_TRY(EQ_MPI_CHECK(MPI_Reduce_scatter_block(work, out[0], (int)count_per_member, mpi_type(dt), mpi_sum(dt),
                                                      m.comm),
-                            "MPI_Reduce_scatter_block"));
+                            call_name(&m, "MPI_Reduce_scatter_block")));
     } else if (g->algo == EQ_ALGO_RING) {
         /* with count = size * count_per_member, ring chunk r is exactly member r's part */
         EQ_TRY(ring_reduce_scatter(&m, work, tmp, count, dt));
@@ -391,7 +400,7 @@ static eq_status mpi_reduce_scatter(const eq_group *g, const void *const in[], v
         EQ_TRY(reduce_to_root(&m, g->algo, work, count, dt, &root));
         EQ_TRY(EQ_MPI_CHECK(MPI_Scatter(work, (int)chunk_bytes, MPI_BYTE, out[0], (int)chunk_bytes, MPI_BYTE, root,
                                         m.comm),
-                            "MPI_Scatter"));
+                            call_name(&m, "MPI_Scatter")));
     }
 cleanup:
     free(work);
@@ -410,7 +419,7 @@ static eq_status mpi_all_gather(const eq_group *g, const void *const in[], void 
     const void *send = in[0];
     if (send == element(out[0], (size_t)m.rank * count_per_member, dt)) send = MPI_IN_PLACE; /* already there */
     EQ_TRY(EQ_MPI_CHECK(MPI_Allgather(send, (int)chunk_bytes, MPI_BYTE, out[0], (int)chunk_bytes, MPI_BYTE, m.comm),
-                        "MPI_Allgather"));
+                        call_name(&m, "MPI_Allgather")));
 cleanup:
     return group_close(st);
 }
@@ -425,7 +434,7 @@ static eq_status mpi_broadcast(const eq_group *g, void *const bufs[], size_t cou
         st = EQ_FAIL(EQ_ERR_INTERNAL, "rank %d: mpi broadcast: root %d outside a group of %d", world_rank(), root, m.size);
         goto cleanup;
     }
-    EQ_TRY(EQ_MPI_CHECK(MPI_Bcast(bufs[0], (int)(count * eq_dtype_size(dt)), MPI_BYTE, root, m.comm), "MPI_Bcast"));
+    EQ_TRY(EQ_MPI_CHECK(MPI_Bcast(bufs[0], (int)(count * eq_dtype_size(dt)), MPI_BYTE, root, m.comm), call_name(&m, "MPI_Bcast")));
 cleanup:
     return group_close(st);
 }

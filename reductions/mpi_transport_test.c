@@ -226,11 +226,20 @@ static void check_mpi_algorithm(const setup *s)
     for (int op = EQ_REDOP_SUM; op <= EQ_REDOP_AVG; op++) {
         for (int d = 0; d < 2; d++) {
             const eq_dtype dt = d ? EQ_BF16 : EQ_FP32;
-            /* exact inputs: any order gives the exact sum */
+            /* exact inputs: any order gives the exact sum (for AVG only when dt(1/n) is a power of two:
+             * on 3 ranks the pre-multiplied values are rounded, and order shows) */
             int64_t max_ulp = 0;
-            long diffs = diffs_against_sim(s, COLL_ALL_REDUCE, EQ_ALGO_MPI, EQ_ALGO_SEQ, dt, (eq_redop)op, count,
-                                           exact_value, identity, &max_ulp);
+            const int exact = op == EQ_REDOP_SUM || (s->n & (s->n - 1)) == 0;
+            long diffs = 0;
+            if (exact)
+                diffs = diffs_against_sim(s, COLL_ALL_REDUCE, EQ_ALGO_MPI, EQ_ALGO_SEQ, dt, (eq_redop)op, count,
+                                          exact_value, identity, &max_ulp);
             EQ_EXPECT(diffs == 0, "mpi all_reduce %s %s of exact values: %ld elements differ", eq_dtype_name(dt),
+                      eq_redop_name((eq_redop)op), diffs);
+            if (exact)
+                diffs = diffs_against_sim(s, COLL_REDUCE_SCATTER, EQ_ALGO_MPI, EQ_ALGO_SEQ, dt, (eq_redop)op, 37,
+                                          exact_value, identity, &max_ulp);
+            EQ_EXPECT(diffs == 0, "mpi reduce_scatter %s %s of exact values: %ld elements differ", eq_dtype_name(dt),
                       eq_redop_name((eq_redop)op), diffs);
             /* mixed inputs: which emulated order, if any, is MPI's? */
             char line[512];
