@@ -25,7 +25,8 @@ void eq_cli_print_help(void)
            "  --case NAME        a case file in cases/ (see --list)\n"
            "  --tp N, --dp N     the layout to check; without either, every layout the case lists\n"
            "  --dtype D          bf16, fp32 (default: every dtype the case lists)\n"
-           "  --algo A           all-reduce order and rounding: ring (NCCL, default), tree, fp32acc, seq\n"
+           "  --algo A           all-reduce order and rounding: ring (NCCL, default), tree, fp32acc, seq;\n"
+           "                     mpi: MPI's own MPI_Allreduce (with --comm mpi)\n"
            "  --size S           ci (default, seconds) or docs (the source documents' shapes)\n"
            "  --seed N           seed of the counter-based RNG (default 1234)\n"
            "  --grads C          data-parallel gradient convention: avg (DDP, default) or sum\n"
@@ -35,7 +36,9 @@ void eq_cli_print_help(void)
            "                     (spd, with --grads sum); repeatable\n"
            "  --forward-only     the forward pass alone (no backward, no gradients captured)\n"
            "  --backend B        cpu (default)\n"
-           "  --transport T      sim (default: every rank in this process, collectives emulated)\n"
+           "  --comm C           sim (default: every rank in this process, collectives emulated);\n"
+           "                     mpi: one rank per process under mpirun/srun (-np = dp x tp), rank 0\n"
+           "                     computes the reference, compares and writes; nccl: one rank per GPU\n"
            "compare options:\n"
            "  --expect E         bit_exact, within (default), differs, must_fail\n"
            "  --tolerance NAME   entry of the tolerance file (default: the case's entry for the dtype)\n"
@@ -100,7 +103,11 @@ static eq_status parse_option(eq_cli *cli, const char *opt, const char *val)
         st = eq_bug_parse(val, &bug);
         cli->bugs |= (unsigned)bug;
     } else if (strcmp(opt, "--backend") == 0) cli->backend = val;
-    else if (strcmp(opt, "--transport") == 0) cli->transport = val;
+    else if (strcmp(opt, "--comm") == 0 || strcmp(opt, "--transport") == 0) {
+        if (strcmp(val, "sim") != 0 && strcmp(val, "mpi") != 0 && strcmp(val, "nccl") != 0)
+            st = EQ_FAIL(EQ_ERR_USAGE, "unknown --comm '%s' (known: sim, mpi, nccl)", val);
+        cli->transport = val;
+    }
     else if (strcmp(opt, "--expect") == 0) {
         cli->has_expect = 1;
         st = eq_expect_parse(val, &cli->expect);
@@ -165,6 +172,9 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
         }
     }
     if (cli->command == EQ_CMD_HELP || cli->command == EQ_CMD_VERSION || cli->command == EQ_CMD_LIST) return EQ_OK;
+    if (n_positional > 0 && strcmp(positional[0], "run") != 0 && strcmp(cli->transport, "sim") != 0)
+        return EQ_FAIL(EQ_ERR_USAGE, "--comm %s runs one case (equiv --case NAME --comm %s); '%s' runs on sim only",
+                       cli->transport, cli->transport, positional[0]);
     if (n_positional > 0 && strcmp(positional[0], "compare") == 0) {
         if (n_positional != 3) return EQ_FAIL(EQ_ERR_USAGE, "compare needs two dumps: equiv compare REF.h5 TEST.h5");
         cli->command = EQ_CMD_COMPARE;

@@ -30,7 +30,7 @@ typedef struct {
     eq_algo algo;
     uint64_t seed;
     const char *backend;
-    const char *transport;
+    const char *transport;             /* --comm: "sim" (default), "mpi", "nccl" */
     int grads;                         /* eq_grad_convention (models/model.h) */
     unsigned bugs;                     /* eq_bug flags to inject into the layout's run, never the reference */
     int forward_only;                  /* --forward-only: no backward, no gradients */

@@ -10,6 +10,7 @@
 #include "harness/compare.h"
 #include "harness/dump.h"
 #include "harness/runner.h"
+#include "harness/world.h"
 #include "models/models.h"
 #include "reports/report.h"
 #include "reports/report_diff.h"
@@ -76,7 +77,8 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
 }
 
-/* Runs spec, dumps it under --out, and says how long it took with -v. */
+/* Runs spec, dumps it under --out, and says how long it took with -v. Under --comm mpi every rank
+ * runs its part and ends with the full capture; only rank 0 writes and speaks. */
 static eq_status run_and_dump(const eq_cli *cli, const eq_run_spec *spec, eq_capture *cap)
 {
     struct timespec t0;
@@ -84,9 +86,11 @@ static eq_status run_and_dump(const eq_cli *cli, const eq_run_spec *spec, eq_cap
     eq_status st = eq_run(spec, cap);
     if (st != EQ_OK) return st;
     char layout[32];
+    if (!eq_world_is_root(spec->step.world)) return EQ_OK;
     if (cli->verbose)
-        fprintf(stderr, "equiv: ran %s %s %s in %.2f s\n", spec->kase->name, eq_dtype_name(spec->step.dtype),
-                eq_layout_name(spec->step.layout, layout, sizeof layout), seconds_since(&t0));
+        fprintf(stderr, "equiv: ran %s %s %s (%s) in %.2f s\n", spec->kase->name, eq_dtype_name(spec->step.dtype),
+                eq_layout_name(spec->step.layout, layout, sizeof layout), spec->step.transport->name,
+                seconds_since(&t0));
     if (cli->out_dir == NULL) return EQ_OK;
     char name[256], path[4096];
     snprintf(path, sizeof path, "%s/%s", cli->out_dir, eq_dump_filename(&cap->meta, name, sizeof name));
@@ -108,6 +112,49 @@ static int layouts_to_run(const eq_cli *cli, const eq_case *kase, eq_layout *out
     return n;
 }
 
+/* --comm: sim, or a multi-process transport this build has and this case supports. One layout
+ * only under a multi-process transport: the launcher started dp x tp processes for it. */
+static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec, int n_layouts)
+{
+    (void)n_layouts;
+    if (strcmp(cli->transport, "sim") == 0) {
+        if (cli->algo == EQ_ALGO_MPI)
+            return EQ_FAIL(EQ_ERR_USAGE, "--algo mpi is MPI's own all-reduce: it needs --comm mpi");
+        return EQ_OK;
+    }
+    if (strcmp(cli->transport, "nccl") == 0)
+        return EQ_FAIL(EQ_ERR_USAGE, "--comm nccl: this equiv has no NCCL transport (not built yet); use --comm mpi");
+    if (strcmp(cli->transport, "mpi") != 0)
+        return EQ_FAIL(EQ_ERR_USAGE, "unknown --comm '%s' (known: sim, mpi, nccl)", cli->transport);
+    if (!EQUIV_HAVE_MPI)
+        return EQ_FAIL(EQ_ERR_USAGE, "--comm mpi: this equiv was built without MPI (install libopenmpi-dev, "
+                       "meson configure -Dmpi=enabled)");
+    if (spec != NULL && !spec->model->multi_process) {
+        char known[256] = "";
+        for (int i = 0; eq_models[i] != NULL; i++)
+            if (eq_models[i]->multi_process)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? ", " : "",
+                         eq_models[i]->name);
+        return EQ_FAIL(EQ_ERR_USAGE, "case %s (model %s) does not run under --comm mpi yet (models that do: %s)",
+                       spec->kase->name, spec->model->name, known);
+    }
+    return EQ_OK;
+}
+
+/* Under --comm mpi the ranks start together before anything else, so that every error after this
+ * point is agreed on and printed once, by the rank it happened on, before MPI finalizes (a rank
+ * that exits first with an error makes the launcher end the others). */
+static eq_status start_world(const eq_cli *cli, eq_world *world, int *have_world)
+{
+    if (strcmp(cli->transport, "mpi") != 0) return EQ_OK;
+    if (cli->dp == 0 && cli->tp == 0)
+        return EQ_FAIL(EQ_ERR_USAGE, "--comm mpi runs one layout: give --dp and --tp (the launcher starts dp x tp "
+                       "processes)");
+    if (!EQUIV_HAVE_MPI) return check_comm(cli, NULL, 1);
+    *have_world = 1;
+    return eq_world_init_mpi(world, (eq_layout){cli->dp ? cli->dp : 1, cli->tp ? cli->tp : 1});
+}
+
 eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
@@ -116,26 +163,25 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     eq_tolerance_table *table = calloc(1, sizeof *table);
     eq_comparison cmps[MAX_COMPARISONS];
     eq_tolerance tols[EQ_DTYPE_COUNT], grad_tols[EQ_DTYPE_COUNT];
-    eq_capture ref = {0}, test = {0};
+    eq_capture ref = {0}, test = {0}, distributed[EQ_DTYPE_COUNT]; /* --comm mpi: the layout's runs */
     eq_layout layouts[EQ_CASE_MAX_LAYOUTS];
     eq_dtype dtypes[EQ_DTYPE_COUNT];
     eq_run_spec spec;
-    int n_cmps = 0, n_dtypes = 0;
+    eq_world world = {0};
+    int n_cmps = 0, n_dtypes = 0, have_world = 0;
+    memset(distributed, 0, sizeof distributed);
     if (kase == NULL || table == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the case");
         goto cleanup;
     }
 
+    EQ_TRY(start_world(cli, &world, &have_world));
     /* Everything the user asked for is checked before anything runs or is written. */
     resolve_paths(cli, cases_dir, tolerances_path, sizeof cases_dir);
     EQ_TRY(eq_case_load_named(cases_dir, cli->case_name, kase));
     EQ_TRY(eq_tolerance_load(tolerances_path, table));
     EQ_TRY(eq_run_spec_init(&spec, kase, cli->size));
     EQ_TRY(eq_backend_find(cli->backend, &spec.step.backend));
-    if (strcmp(cli->transport, "sim") != 0) {
-        st = EQ_FAIL(EQ_ERR_USAGE, "unknown transport '%s' (built: sim)", cli->transport);
-        goto cleanup;
-    }
     spec.step.algo = cli->algo;
     spec.step.seed = cli->seed;
     spec.step.grads = (eq_grad_convention)cli->grads;
@@ -147,6 +193,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         dtypes[n_dtypes++] = cli->dtype;
     }
     const int n_layouts = layouts_to_run(cli, kase, layouts);
+    EQ_TRY(check_comm(cli, &spec, n_layouts));
     snprintf(who, sizeof who, "case file %s", kase->path);
     for (int i = 0; i < n_dtypes; i++) {
         if (kase->tolerance[dtypes[i]][0] == '\0') {
@@ -169,9 +216,27 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         st = EQ_FAIL(EQ_ERR_USAGE, "more than %d comparisons in one run", MAX_COMPARISONS);
         goto cleanup;
     }
-    if (cli->out_dir) EQ_TRY(eq_ensure_dir(cli->out_dir));
+    const int root = eq_world_is_root(have_world ? &world : NULL);
+    if (cli->out_dir && root) EQ_TRY(eq_ensure_dir(cli->out_dir));
 
-    for (int i = 0; i < n_dtypes; i++) {
+    if (have_world) {
+        /* Every rank runs its part of the layout for every dtype first; rank 0 computes the
+         * references afterwards, alone, so that no rank waits in a collective while rank 0 works
+         * alone (the collective watchdog bounds those waits). */
+        spec.step.layout = layouts[0];
+        spec.step.bugs = cli->bugs;
+        spec.step.transport = world.transport;
+        spec.step.world = &world;
+        for (int i = 0; i < n_dtypes; i++) {
+            spec.step.dtype = dtypes[i];
+            st = run_and_dump(cli, &spec, &distributed[i]);
+            /* a failure on one rank mid-run: the others may wait in a collective, so end them all */
+            if (st != EQ_OK) eq_world_abort(&world);
+        }
+        spec.step.transport = &eq_transport_sim;
+        spec.step.world = NULL;
+    }
+    for (int i = 0; i < n_dtypes && root; i++) {
         spec.step.dtype = dtypes[i];
         spec.step.layout = (eq_layout){1, 1};
         spec.step.bugs = EQ_BUG_NONE; /* the reference never carries an injected bug */
@@ -179,7 +244,12 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         for (int j = 0; j < n_layouts; j++) {
             spec.step.layout = layouts[j];
             spec.step.bugs = cli->bugs;
-            EQ_TRY(run_and_dump(cli, &spec, &test));
+            if (have_world) { /* already run, by every rank */
+                test = distributed[i];
+                memset(&distributed[i], 0, sizeof distributed[i]);
+            } else {
+                EQ_TRY(run_and_dump(cli, &spec, &test));
+            }
             eq_expect expect = eq_case_expectation(kase, dtypes[i], layouts[j]);
             EQ_TRY(eq_compare_runs(&ref, &test, &tols[dtypes[i]], &grad_tols[dtypes[i]], expect,
                                                &cmps[n_cmps]));
@@ -189,12 +259,17 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         }
         eq_capture_free(&ref);
     }
-    EQ_TRY(write_reports(cli, cmps, n_cmps));
-    *n_unexpected = eq_report_unexpected(cmps, n_cmps);
+    if (root) {
+        st = write_reports(cli, cmps, n_cmps);
+        *n_unexpected = eq_report_unexpected(cmps, n_cmps);
+    }
+    if (have_world) EQ_TRY(eq_world_share_int(&world, n_unexpected)); /* rank 0's verdict everywhere */
 cleanup:
+    if (have_world) st = eq_world_finish(&world, st); /* one outcome on every rank, printed once */
     for (int i = 0; i < n_cmps; i++) eq_comparison_free(&cmps[i]);
     eq_capture_free(&ref);
     eq_capture_free(&test);
+    for (int i = 0; i < EQ_DTYPE_COUNT; i++) eq_capture_free(&distributed[i]);
     free(kase);
     free(table);
     return st;
@@ -317,7 +392,14 @@ eq_status eq_cmd_list(const eq_cli *cli)
     printf("\ndtypes: bf16 fp32 fp64\nalgorithms:");
     for (int a = 0; a < EQ_ALGO_COUNT; a++) printf(" %s", eq_algo_name((eq_algo)a));
     printf("\nlayouts: dpD-tpT; a case's layouts divide its sizes (--dp, --tp pick one)\n");
-    printf("expectations: bit_exact within differs must_fail\nbackends: cpu\ntransports: sim\n");
+    printf("expectations: bit_exact within differs must_fail\nbackends: cpu\ncomms: sim");
+    if (EQUIV_HAVE_MPI) {
+        printf(" mpi (one rank per process under mpirun or srun; models:");
+        for (int i = 0; eq_models[i] != NULL; i++)
+            if (eq_models[i]->multi_process) printf(" %s", eq_models[i]->name);
+        printf(")");
+    }
+    printf("\n");
 cleanup:
     free(kase);
     return st;

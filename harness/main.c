@@ -2,11 +2,31 @@
  * expected, 2 a usage or input error (one line on standard error). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "equiv_config.h"
 #include "harness/cli.h"
 #include "harness/commands.h"
+#include "harness/world.h"
 #include "models/backend.h"
+
+static const char *env_get(const char *name) { return getenv(name); }
+
+/* Under a multi-process --comm, once the ranks run together an error is printed by the rank it
+ * happened on (harness/world.h: eq_world_finish, eq_world_abort). Before that (a bad command line)
+ * every rank meets the same error: rank 0 alone prints it, and the others wait a moment before
+ * exiting, since the first rank to exit with an error makes the launcher end the rest. */
+static int prints_errors(const eq_cli *cli)
+{
+    eq_rank_env env;
+    if (eq_world_error_printed()) return 0;
+    if (cli->transport == NULL || strcmp(cli->transport, "sim") == 0) return 1;
+    if (eq_rank_env_read(env_get, &env) != EQ_OK || env.rank == 0) return 1;
+    const struct timespec moment = {1, 0};
+    nanosleep(&moment, NULL);
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -27,6 +47,7 @@ int main(int argc, char **argv)
         }
     }
     if (st != EQ_OK) {
+        if (!prints_errors(&cli)) return eq_status_exit_code(st);
         fprintf(stderr, "equiv: error: %s [%s]\n", eq_error_message(), eq_error_where());
         return eq_status_exit_code(st);
     }

@@ -12,6 +12,7 @@
 #include "harness/capture.h"
 #include "harness/case_file.h"
 #include "harness/rounding_bound.h"
+#include "harness/world.h"
 #include "models/backend.h"
 #include "reductions/collectives.h"
 
@@ -53,7 +54,15 @@ typedef struct {
     eq_grad_convention grads;   /* how data-parallel gradients are normalised and reduced */
     unsigned bugs;              /* eq_bug flags injected into this run */
     int forward_only;           /* skip the backward (models without one ignore it) */
+    const eq_world *world;      /* NULL: every rank in this process (sim); else this process's ranks */
 } eq_step;
+
+/* The groups a model reduces over. Without a world (sim): every member of the layout's tp (dp)
+ * group in this process, {transport, algo, size, 0, size}. With one (--comm mpi): this process's
+ * one member at its tp_rank (dp_rank). A model computes members first_local .. first_local +
+ * n_local - 1 of its groups only. */
+eq_group eq_step_tp_group(const eq_step *step);
+eq_group eq_step_dp_group(const eq_step *step);
 
 typedef struct {
     const char *name;
@@ -65,6 +74,9 @@ typedef struct {
     eq_status (*run)(const eq_step *step, eq_capture *cap);
     /* The GEMMs it captures with both operands, for the rounding-error bounds; NULL: none. */
     const eq_gemm_site *gemm_sites;
+    /* 1: run computes only this process's members when step->world is set (--comm mpi), and every
+     * process ends with the full captured tensors. 0: every rank in one process only. */
+    int multi_process;
 } eq_model;
 
 /* The model named `name`, or EQ_ERR_INPUT listing the known ones. */

@@ -26,6 +26,20 @@ eq_status eq_model_find(const char *name, const eq_model **out)
     return EQ_FAIL(EQ_ERR_INPUT, "unknown model '%s' (known: %s)", name, known);
 }
 
+eq_group eq_step_tp_group(const eq_step *step)
+{
+    if (step->world != NULL) return eq_world_tp_group(step->world, step->algo);
+    eq_group g = {step->transport, step->algo, step->layout.tp, 0, step->layout.tp, NULL};
+    return g;
+}
+
+eq_group eq_step_dp_group(const eq_step *step)
+{
+    if (step->world != NULL) return eq_world_dp_group(step->world, step->algo);
+    eq_group g = {step->transport, step->algo, step->layout.dp, 0, step->layout.dp, NULL};
+    return g;
+}
+
 eq_status eq_check_divides(const char *size_name, int64_t value, const char *layout_name, int parts)
 {
     if (parts < 1 || value % parts != 0)

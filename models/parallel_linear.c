@@ -50,7 +50,8 @@ eq_status eq_column_parallel_forward(const eq_step *step, eq_tensor *out, const 
     if (st != EQ_OK) return st;
     const size_t elem = eq_dtype_size(step->dtype);
     const int64_t shard = N / tp; /* output features per rank */
-    for (int r = 0; r < tp; r++) {
+    const eq_group tp_group = eq_step_tp_group(step); /* the ranks computed here: all, or this process's */
+    for (int r = tp_group.first_local; r < tp_group.first_local + tp_group.n_local; r++) {
         const int w_shard = step->bugs & EQ_BUG_SHARD_OFFSET ? (r + 1) % tp : r; /* the injected bug */
         const char *w_rank = (const char *)weight->data + (size_t)(w_shard * shard * K) * elem; /* [shard, K] */
         char *out_rank = (char *)out->data + (size_t)(r * shard) * elem;                  /* [M, shard] of [M, N] */
@@ -71,21 +72,24 @@ eq_status eq_row_parallel_forward(const eq_step *step, eq_tensor *out, const eq_
     const int64_t shard = K / tp; /* reduction columns per rank (tp >= 1: checked above) */
     if (tp == 1) return step->backend->gemm_nt(step->dtype, M, N, K, in->data, K, weight->data, K, out->data, N);
 
-    /* partials[r] = in[:, shard r] * weight[:, shard r]^T, rounded to the dtype: [M, N] per rank. */
-    void **partials = alloc_rank_buffers(tp, (size_t)(M * N) * elem);
+    /* The tp group of this replica: every member in this process (sim), or this process's one. */
+    const eq_group tp_group = eq_step_tp_group(step);
+    /* partials[i] = in[:, shard r] * weight[:, shard r]^T for r = first_local + i, rounded to the
+     * dtype: [M, N] per rank. */
+    void **partials = alloc_rank_buffers(tp_group.n_local, (size_t)(M * N) * elem);
     if (partials == NULL) return EQ_ERR_NOMEM;
-    for (int r = 0; r < tp && st == EQ_OK; r++) {
+    for (int i = 0; i < tp_group.n_local && st == EQ_OK; i++) {
+        const int r = tp_group.first_local + i;
         const char *in_rank = (const char *)in->data + (size_t)(r * shard) * elem;
         const char *w_rank = (const char *)weight->data + (size_t)(r * shard) * elem;
-        st = step->backend->gemm_nt(step->dtype, M, N, shard, in_rank, K, w_rank, K, partials[r], N);
+        st = step->backend->gemm_nt(step->dtype, M, N, shard, in_rank, K, w_rank, K, partials[i], N);
     }
-    if (st == EQ_OK && !(step->bugs & EQ_BUG_SKIP_ALLREDUCE)) {
-        /* The tp group of this replica: every member in this process (sim transport). */
-        eq_group tp_group = {step->transport, step->algo, tp, 0, tp};
+    /* The injected bug keeps the first local partial: rank 0's under sim, each rank its own under
+     * mpi. */
+    if (st == EQ_OK && !(step->bugs & EQ_BUG_SKIP_ALLREDUCE))
         st = eq_all_reduce(&tp_group, partials, (size_t)(M * N), step->dtype, EQ_REDOP_SUM);
-    }
     if (st == EQ_OK) memcpy(out->data, partials[0], (size_t)(M * N) * elem);
-    free_rank_buffers(partials, tp);
+    free_rank_buffers(partials, tp_group.n_local);
     return st;
 }
 
@@ -101,21 +105,20 @@ eq_status eq_column_parallel_backward(const eq_step *step, eq_tensor *din, eq_te
         return EQ_FAIL(EQ_ERR_INTERNAL, "column-parallel backward: gradient shapes do not agree");
     const size_t elem = eq_dtype_size(dt);
     const int64_t shard = N / tp;
-    void **partials = alloc_rank_buffers(tp, (size_t)(M * K) * elem); /* [M, K] per rank */
+    const eq_group tp_group = eq_step_tp_group(step);
+    void **partials = alloc_rank_buffers(tp_group.n_local, (size_t)(M * K) * elem); /* [M, K] per local rank */
     if (partials == NULL) return EQ_ERR_NOMEM;
-    for (int r = 0; r < tp && st == EQ_OK; r++) {
+    for (int i = 0; i < tp_group.n_local && st == EQ_OK; i++) {
+        const int r = tp_group.first_local + i;
         const char *dout_r = (const char *)dout->data + (size_t)(r * shard) * elem;  /* [M, shard] of [M, N] */
         const char *w_r = (const char *)weight->data + (size_t)(r * shard * K) * elem; /* [shard, K] */
         char *dw_r = (char *)dweight->data + (size_t)(r * shard * K) * elem;           /* [shard, K] */
         st = eq_gemm(step->backend, dt, EQ_GEMM_TN, shard, K, M, dout_r, N, in->data, K, dw_r, K);
-        if (st == EQ_OK) st = eq_gemm(step->backend, dt, EQ_GEMM_NN, M, K, shard, dout_r, N, w_r, K, partials[r], K);
+        if (st == EQ_OK) st = eq_gemm(step->backend, dt, EQ_GEMM_NN, M, K, shard, dout_r, N, w_r, K, partials[i], K);
     }
-    if (st == EQ_OK && tp > 1) {
-        eq_group tp_group = {step->transport, step->algo, tp, 0, tp};
-        st = eq_all_reduce(&tp_group, partials, (size_t)(M * K), dt, EQ_REDOP_SUM);
-    }
+    if (st == EQ_OK && tp > 1) st = eq_all_reduce(&tp_group, partials, (size_t)(M * K), dt, EQ_REDOP_SUM);
     if (st == EQ_OK) memcpy(din->data, partials[0], (size_t)(M * K) * elem);
-    free_rank_buffers(partials, tp);
+    free_rank_buffers(partials, tp_group.n_local);
     return st;
 }
 
@@ -131,7 +134,8 @@ eq_status eq_row_parallel_backward(const eq_step *step, eq_tensor *din, eq_tenso
         return EQ_FAIL(EQ_ERR_INTERNAL, "row-parallel backward: gradient shapes do not agree");
     const size_t elem = eq_dtype_size(dt);
     const int64_t shard = K / tp;
-    for (int r = 0; r < tp && st == EQ_OK; r++) {
+    const eq_group tp_group = eq_step_tp_group(step);
+    for (int r = tp_group.first_local; r < tp_group.first_local + tp_group.n_local && st == EQ_OK; r++) {
         const size_t col = (size_t)(r * shard) * elem; /* column block r of [*, K] */
         st = eq_gemm(step->backend, dt, EQ_GEMM_NN, M, shard, N, dout->data, N, (const char *)weight->data + col, K,
                      (char *)din->data + col, K);

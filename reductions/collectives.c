@@ -10,19 +10,21 @@ const char *eq_algo_name(eq_algo a)
     case EQ_ALGO_TREE: return "tree";
     case EQ_ALGO_FP32ACC: return "fp32acc";
     case EQ_ALGO_SEQ: return "seq";
+    case EQ_ALGO_MPI: return "mpi";
     }
     return "?";
 }
 
 eq_status eq_algo_parse(const char *name, eq_algo *out)
 {
-    for (int a = 0; a < EQ_ALGO_COUNT; a++) {
+    for (int a = 0; a <= EQ_ALGO_MPI; a++) {
         if (strcmp(name, eq_algo_name((eq_algo)a)) == 0) {
             *out = (eq_algo)a;
             return EQ_OK;
         }
     }
-    return EQ_FAIL(EQ_ERR_USAGE, "unknown algorithm '%s' (known: ring, tree, fp32acc, seq)", name);
+    return EQ_FAIL(EQ_ERR_USAGE, "unknown algorithm '%s' (known: ring, tree, fp32acc, seq; mpi under --comm mpi)",
+                   name);
 }
 
 const char *eq_redop_name(eq_redop op)
@@ -36,6 +38,6 @@ const char *eq_redop_name(eq_redop op)
 
 eq_group eq_group_sim(int size, eq_algo algo)
 {
-    eq_group g = {&eq_transport_sim, algo, size, 0, size};
+    eq_group g = {&eq_transport_sim, algo, size, 0, size, NULL};
     return g;
 }

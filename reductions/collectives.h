@@ -21,10 +21,11 @@ typedef enum {
     EQ_ALGO_TREE = 1,    /* binary tree reduce to rank 0, then broadcast */
     EQ_ALGO_FP32ACC = 2, /* accumulate in fp32 (rank order), round to the wire dtype once: NVLS */
     EQ_ALGO_SEQ = 3,     /* rank 0, 1, ..., n-1, rounding after every add */
+    EQ_ALGO_MPI = 4,     /* the MPI library's own MPI_Allreduce (mpi transport only; not emulated) */
 } eq_algo;
-#define EQ_ALGO_COUNT 4
+#define EQ_ALGO_COUNT 4 /* the emulated algorithms, 0..EQ_ALGO_COUNT-1: every transport runs them */
 const char *eq_algo_name(eq_algo a);
-eq_status eq_algo_parse(const char *name, eq_algo *out); /* EQ_ERR_USAGE if unknown */
+eq_status eq_algo_parse(const char *name, eq_algo *out); /* EQ_ERR_USAGE if unknown; knows "mpi" too */
 
 typedef enum { EQ_REDOP_SUM = 0, EQ_REDOP_AVG = 1 } eq_redop;
 const char *eq_redop_name(eq_redop op);
@@ -54,12 +55,13 @@ struct eq_group {
     int size;        /* members in the group */
     int first_local; /* group rank of bufs[0]; sim: 0 */
     int n_local;     /* members living in this process; sim: size */
+    void *comm;      /* the transport's handle of this group (mpi: an MPI_Comm *); sim: NULL */
 };
 
 /* The simulated transport: every member in this process, algorithm-exact. */
 extern const eq_transport eq_transport_sim;
 
-/* A sim group of `size` members reducing with `algo`. */
+/* A sim group of `size` members reducing with `algo` (every member local, no handle). */
 eq_group eq_group_sim(int size, eq_algo algo);
 
 static inline eq_status eq_all_reduce(const eq_group *g, void *const bufs[], size_t count, eq_dtype dt,

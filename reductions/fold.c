@@ -117,6 +117,8 @@ static const double *fold_block(eq_algo algo, eq_dtype dt, int n, int chunk, dou
         /* rank 0 + rank 1 + ... + rank n-1, rounding after every add. */
         for (int k = 1; k < n; k++) add_rows(dt, row(rows, 0), row(rows, k), len);
         return row(rows, 0);
+    case EQ_ALGO_MPI: /* not emulated: check_args refuses it before any block is folded */
+        break;
     }
     return row(rows, 0);
 }
@@ -233,4 +235,27 @@ eq_status eq_fold_one_chunk(eq_algo algo, eq_dtype dt, eq_redop op, int n, const
 cleanup:
     free(rows);
     return st;
+}
+
+void eq_fold_add(eq_dtype dt, void *acc, const void *x, size_t count)
+{
+    double a[FOLD_BLOCK], b[FOLD_BLOCK];
+    for (size_t done = 0; done < count; done += FOLD_BLOCK) {
+        size_t len = count - done < FOLD_BLOCK ? count - done : FOLD_BLOCK;
+        load_row(dt, acc, done, len, a);
+        load_row(dt, x, done, len, b);
+        add_rows(dt, a, b, len);
+        store_row(dt, a, acc, done, len);
+    }
+}
+
+void eq_fold_premultiply(eq_dtype dt, int n, void *buf, size_t count)
+{
+    double a[FOLD_BLOCK], scale = avg_scale(dt, n);
+    for (size_t done = 0; done < count; done += FOLD_BLOCK) {
+        size_t len = count - done < FOLD_BLOCK ? count - done : FOLD_BLOCK;
+        load_row(dt, buf, done, len, a);
+        scale_row(dt, a, scale, len);
+        store_row(dt, a, buf, done, len);
+    }
 }

@@ -39,4 +39,11 @@ eq_status eq_fold(eq_algo algo, eq_dtype dt, eq_redop op, int n, const void *con
 eq_status eq_fold_one_chunk(eq_algo algo, eq_dtype dt, eq_redop op, int n, const void *const in[],
                             void *out, size_t count, int chunk);
 
+/* The two element-wise steps every fold is made of, for transports that move the partial sums
+ * between processes themselves (reductions/mpi_transport.c), so they round exactly as eq_fold:
+ * acc[i] = dt(acc[i] + x[i]) for i in [0, count), one rounding per add in dtype `dt`; and
+ * buf[i] = dt(buf[i] * dt(1/n)), AVG's pre-multiply of one member's input in a group of n. */
+void eq_fold_add(eq_dtype dt, void *acc, const void *x, size_t count);
+void eq_fold_premultiply(eq_dtype dt, int n, void *buf, size_t count);
+
 #endif

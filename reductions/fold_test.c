@@ -59,6 +59,8 @@ static double reference(eq_algo algo, eq_dtype dt, eq_redop op, const double *in
     case EQ_ALGO_FP32ACC:
         for (int r = 1; r < n; r++) acc = dt == EQ_FP64 ? acc + x[r] : (float)((float)acc + (float)x[r]);
         return dt == EQ_BF16 ? eq_bf16_to_f32(eq_f32_to_bf16((float)acc)) : acc;
+    case EQ_ALGO_MPI: /* not emulated */
+        break;
     }
     return NAN;
 }
@@ -241,6 +243,33 @@ static void test_one_chunk(void)
     }
 }
 
+/* The exported steps (eq_fold_add, eq_fold_premultiply) against the reference's wire_add and
+ * wire_mul, over more than one block of elements. */
+static void test_steps(void)
+{
+    enum { COUNT = 1300 };
+    const eq_dtype dtypes[] = {EQ_BF16, EQ_FP32, EQ_FP64};
+    for (int d = 0; d < 3; d++) {
+        const eq_dtype dt = dtypes[d];
+        char acc[COUNT * 8], x[COUNT * 8];
+        double a[COUNT], b[COUNT];
+        for (int i = 0; i < COUNT; i++) {
+            eq_buffer_set(dt, acc, i, sin(0.37 * i) * 3.0);
+            eq_buffer_set(dt, x, i, cos(1.13 * i) / 7.0);
+            a[i] = eq_buffer_get(dt, acc, i);
+            b[i] = eq_buffer_get(dt, x, i);
+        }
+        eq_fold_add(dt, acc, x, COUNT);
+        int bad_add = 0, bad_mul = 0;
+        for (int i = 0; i < COUNT; i++) bad_add += eq_buffer_get(dt, acc, i) != wire_add(dt, a[i], b[i]);
+        eq_fold_premultiply(dt, 3, x, COUNT);
+        double third = dt == EQ_BF16 ? eq_bf16_to_f32(eq_f64_to_bf16(1.0 / 3)) : dt == EQ_FP32 ? (float)(1.0 / 3) : 1.0 / 3;
+        for (int i = 0; i < COUNT; i++) bad_mul += eq_buffer_get(dt, x, i) != wire_mul(dt, b[i], third);
+        EQ_EXPECT(bad_add == 0 && bad_mul == 0, "%s: %d adds and %d pre-multiplies differ from the reference",
+                  eq_dtype_name(dt), bad_add, bad_mul);
+    }
+}
+
 static void test_bad_arguments(void)
 {
     float a[4] = {0}, out[4];
@@ -264,6 +293,7 @@ int main(void)
     test_ring_ends_at_member_c();
     test_against_reference();
     test_one_chunk();
+    test_steps();
     test_bad_arguments();
     return eq_test_finish("fold_test");
 }

@@ -21,6 +21,8 @@ static eq_status check_group(const eq_group *g, const char *collective)
     if (g->n_local != g->size || g->first_local != 0)
         return EQ_FAIL(EQ_ERR_INTERNAL, "sim %s: %d of %d members local (first %d); sim holds all of them",
                        collective, g->n_local, g->size, g->first_local);
+    if (g->algo == EQ_ALGO_MPI)
+        return EQ_FAIL(EQ_ERR_USAGE, "algorithm mpi is the MPI library's own all-reduce: it runs only under --comm mpi");
     return EQ_OK;
 }
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# --comm mpi end to end: `mpirun -np 4 equiv ... --comm mpi` against the same run on --comm sim.
+#   mpi_cli_test.sh MPIRUN EQUIV          (MPIRUN "none": skipped, exit 77)
+# For each case, layout, dtype and algorithm checked: the mpi run's exit status is the sim run's,
+# only rank 0 printed a report and wrote files, and its dump equals the sim dump bit for bit
+# (h5diff of /layers, and `equiv compare --expect bit_exact`). Then the check is shown to bite (a
+# dump of another algorithm is caught), and errors under mpirun are one line, exit status 2.
+set -u
+mpirun=$1 equiv=$2
+if [ "$mpirun" = none ]; then
+    echo "no mpirun or no MPI in this build: skipped"
+    exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+# run_pair CASE DP TP DTYPE ALGO [EXTRA...]: both transports, then the checks above.
+run_pair() {
+    local kase=$1 dp=$2 tp=$3 dtype=$4 algo=$5
+    shift 5
+    local tag="$kase-dp$dp-tp$tp-$dtype-$algo" args=(--case "$kase" --dp "$dp" --tp "$tp" --dtype "$dtype" --algo "$algo" "$@")
+    local dump="$kase-$dtype-dp$dp-tp$tp.h5"
+    "$equiv" "${args[@]}" --out "$work/sim-$tag" >"$work/sim-$tag.txt" 2>&1
+    local sim_status=$?
+    "$mpirun" -np $((dp * tp)) "$equiv" "${args[@]}" --comm mpi --out "$work/mpi-$tag" >"$work/mpi-$tag.txt" 2>"$work/mpi-$tag.err"
+    local mpi_status=$?
+    [ "$mpi_status" -eq "$sim_status" ] || { bad "$tag: mpi exit status $mpi_status, sim $sim_status"; cat "$work/mpi-$tag.err"; }
+    local reports
+    reports=$(grep -c '^## equiv report' "$work/mpi-$tag.txt")
+    [ "$reports" -eq 1 ] || bad "$tag: $reports reports printed, want 1 (rank 0 only)"
+    local files
+    files=$(cd "$work/mpi-$tag" && ls | tr '\n' ' ')
+    [ "$files" = "$(cd "$work/sim-$tag" && ls | tr '\n' ' ')" ] || bad "$tag: mpi wrote '$files'"
+    if [ -n "$h5diff" ]; then
+        "$h5diff" "$work/sim-$tag/$dump" "$work/mpi-$tag/$dump" /layers /layers >/dev/null ||
+            bad "$tag: h5diff finds the mpi dump's /layers differ from the sim dump's"
+    fi
+    "$equiv" compare "$work/sim-$tag/$dump" "$work/mpi-$tag/$dump" --expect bit_exact >/dev/null ||
+        bad "$tag: equiv compare finds the mpi dump not bit-exact to the sim dump"
+    [ "$fail" -eq 0 ] && echo "ok: $tag: mpi = sim bit for bit (exit status $mpi_status)"
+}
+
+h5diff=$(command -v h5diff || true)
+for dtype in bf16 fp32; do
+    for layout in "1 4" "2 2" "2 1"; do
+        set -- $layout
+        run_pair row_parallel "$1" "$2" "$dtype" ring
+        run_pair column_parallel "$1" "$2" "$dtype" ring
+    done
+    for algo in tree fp32acc seq; do run_pair row_parallel 1 4 "$dtype" "$algo"; done
+done
+run_pair row_parallel 1 4 bf16 ring --inject skip_allreduce # exit 1 under both, same dump
+run_pair column_parallel 2 2 fp32 ring --inject shard_offset
+
+# The check bites: the mpi ring's dump against sim's tree dump of the same layout.
+tree="$work/sim-row_parallel-dp1-tp4-bf16-tree/row_parallel-bf16-dp1-tp4.h5"
+ring="$work/mpi-row_parallel-dp1-tp4-bf16-ring/row_parallel-bf16-dp1-tp4.h5"
+"$equiv" compare "$tree" "$ring" --expect bit_exact >/dev/null
+status=$?
+[ "$status" -eq 1 ] || bad "mpi ring vs sim tree compared bit_exact: exit status $status, want 1"
+if [ -n "$h5diff" ]; then
+    "$h5diff" "$tree" "$ring" /layers /layers >/dev/null && bad "h5diff finds mpi ring = sim tree"
+fi
+
+# Errors under mpirun: exit status 2, one 'equiv: error:' line (rank 0's), nothing written.
+expect_error() { # NP PART ARGS...
+    local np=$1 part=$2
+    shift 2
+    rm -rf "$work/err-out"
+    "$mpirun" -np "$np" "$equiv" "$@" --out "$work/err-out" >"$work/err.txt" 2>"$work/err.err"
+    local status=$? lines
+    lines=$(grep -c '^equiv: error: ' "$work/err.err")
+    [ "$status" -eq 2 ] || bad "'$*' on $np ranks: exit status $status, want 2"
+    [ "$lines" -eq 1 ] || { bad "'$*': $lines error lines, want 1"; cat "$work/err.err"; }
+    grep -qF -- "$part" "$work/err.err" || bad "'$*': no '$part' in: $(grep '^equiv' "$work/err.err")"
+    [ -e "$work/err-out" ] && bad "'$*': $work/err-out written"
+    [ "$fail" -eq 0 ] && echo "ok: error on $np ranks: $(grep '^equiv: error' "$work/err.err")"
+}
+expect_error 2 "needs 4 processes" --case row_parallel --tp 4 --comm mpi
+expect_error 4 "does not run under --comm mpi" --case gpt --tp 4 --comm mpi
+expect_error 4 "give --dp and --tp" --case row_parallel --comm mpi
+expect_error 3 "does not divide" --case row_parallel --tp 3 --dp 1 --comm mpi
+exit $fail
