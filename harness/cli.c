@@ -34,7 +34,7 @@ void eq_cli_print_help(void)
            "                     ci_grad_avg, faith_every_rank, local_count, imp_min_no_world_size\n"
            "                     (spd, with --grads sum); repeatable\n"
            "  --forward-only     the forward pass alone (no backward, no gradients captured)\n"
-           "  --backend B        cpu (default)\n"
+           "  --backend B        cpu (default) or cuda (cuBLAS GEMMs; needs a build with CUDA and a GPU)\n"
            "  --transport T      sim (default: every rank in this process, collectives emulated)\n"
            "compare options:\n"
            "  --expect E         bit_exact, within (default), differs, must_fail\n"

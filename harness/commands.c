@@ -120,6 +120,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     eq_layout layouts[EQ_CASE_MAX_LAYOUTS];
     eq_dtype dtypes[EQ_DTYPE_COUNT];
     eq_run_spec spec;
+    const eq_backend *backend = NULL; /* released at the end (device buffers) */
     int n_cmps = 0, n_dtypes = 0;
     if (kase == NULL || table == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the case");
@@ -131,7 +132,8 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     EQ_TRY(eq_case_load_named(cases_dir, cli->case_name, kase));
     EQ_TRY(eq_tolerance_load(tolerances_path, table));
     EQ_TRY(eq_run_spec_init(&spec, kase, cli->size));
-    EQ_TRY(eq_backend_find(cli->backend, &spec.step.backend));
+    EQ_TRY(eq_backend_find(cli->backend, &backend));
+    spec.step.backend = backend;
     if (strcmp(cli->transport, "sim") != 0) {
         st = EQ_FAIL(EQ_ERR_USAGE, "unknown transport '%s' (built: sim)", cli->transport);
         goto cleanup;
@@ -197,6 +199,7 @@ cleanup:
     eq_capture_free(&test);
     free(kase);
     free(table);
+    if (backend != NULL && backend->release != NULL) backend->release();
     return st;
 }
 
@@ -317,7 +320,8 @@ eq_status eq_cmd_list(const eq_cli *cli)
     printf("\ndtypes: bf16 fp32 fp64\nalgorithms:");
     for (int a = 0; a < EQ_ALGO_COUNT; a++) printf(" %s", eq_algo_name((eq_algo)a));
     printf("\nlayouts: dpD-tpT; a case's layouts divide its sizes (--dp, --tp pick one)\n");
-    printf("expectations: bit_exact within differs must_fail\nbackends: cpu\ntransports: sim\n");
+    printf("expectations: bit_exact within differs must_fail\nbackends: cpu%s\ntransports: sim\n",
+           EQUIV_HAVE_CUDA ? " cuda" : "");
 cleanup:
     free(kase);
     return st;

@@ -21,11 +21,21 @@ typedef struct {
                          const void *B, int64_t ldb, void *C, int64_t ldc);
     /* One line on what runs underneath ("OpenBLAS 0.3.21 SKYLAKEX, 2 threads"). */
     const char *(*describe)(char *buf, size_t len);
+    /* Frees what the backend holds (device buffers, handles); NULL when it holds nothing. Safe to
+     * call twice; the backend opens again on its next use. */
+    void (*release)(void);
 } eq_backend;
 
 extern const eq_backend eq_backend_cpu;
 
-/* "cpu" (and "cuda" where built) -> backend; EQ_ERR_USAGE otherwise. */
+/* Built with the cuda feature only (equiv_config.h: EQUIV_HAVE_CUDA): cuBLAS GEMMs
+ * (models/backend_cuda.c). eq_backend_cuda_open picks the device and creates the handles now, so a
+ * missing device is reported before anything runs. */
+extern const eq_backend eq_backend_cuda;
+eq_status eq_backend_cuda_open(void);
+
+/* "cpu" -> the CPU backend. "cuda" -> the CUDA backend, opened (EQ_ERR_BACKEND "no CUDA device"
+ * when there is none), or EQ_ERR_USAGE "equiv was built without CUDA". EQ_ERR_USAGE otherwise. */
 eq_status eq_backend_find(const char *name, const eq_backend **out);
 
 /* OpenBLAS picks its kernels when it is loaded, from OPENBLAS_CORETYPE. Debian's 0.3.21 does

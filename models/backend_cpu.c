@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "equiv_config.h"
 #include "harness/bf16.h"
 #include "models/backend.h"
 #include "models/gemm_blas.h"
@@ -169,7 +170,17 @@ eq_status eq_backend_find(const char *name, const eq_backend **out)
         *out = &eq_backend_cpu;
         return EQ_OK;
     }
-    return EQ_FAIL(EQ_ERR_USAGE, "unknown backend '%s' (built: cpu)", name);
+    if (strcmp(name, "cuda") == 0) {
+#if EQUIV_HAVE_CUDA
+        eq_status st = eq_backend_cuda_open();
+        if (st == EQ_OK) *out = &eq_backend_cuda;
+        return st;
+#else
+        return EQ_FAIL(EQ_ERR_USAGE, "--backend cuda: equiv was built without CUDA (no nvcc when meson set up the "
+                                     "build; see README, GPU)");
+#endif
+    }
+    return EQ_FAIL(EQ_ERR_USAGE, "unknown backend '%s' (built: cpu%s)", name, EQUIV_HAVE_CUDA ? ", cuda" : "");
 }
 
 void eq_cpu_prefer_avx512_openblas(char **argv)
