@@ -13,6 +13,9 @@
 #include "models/models.h"
 #include "reports/report.h"
 #include "reports/report_diff.h"
+#if EQUIV_HAVE_CUDA
+#include "reductions/fold_cuda.h"
+#endif
 
 #define MAX_COMPARISONS 64
 
@@ -138,6 +141,10 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         st = EQ_FAIL(EQ_ERR_USAGE, "unknown transport '%s' (built: sim)", cli->transport);
         goto cleanup;
     }
+#if EQUIV_HAVE_CUDA
+    /* --backend cuda with the sim transport: the same algorithm-exact collectives, folded on the device. */
+    if (backend == &eq_backend_cuda) spec.step.transport = &eq_transport_sim_cuda;
+#endif
     spec.step.algo = cli->algo;
     spec.step.seed = cli->seed;
     spec.step.grads = (eq_grad_convention)cli->grads;

@@ -19,8 +19,9 @@
  * case measures exactly this on a GPU.
  *
  * Buffers: the backend interface takes host pointers, so each GEMM copies A and B to device
- * buffers it owns (grown as needed), runs, and copies C back. All state is in `cuda_gemm`, freed in
- * one place (cuda_release). Calls are serialised by a mutex: the sim ranks may call from threads. */
+ * buffers it owns (grown as needed), runs, and copies C back. All state is in `gemm`, freed in one
+ * place (cuda_release, which also frees the sim-cuda transport's buffers and the stream). Calls are
+ * serialised by a mutex: the sim ranks may call from threads. */
 #include <cublas_v2.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 
 #include "models/backend.h"
 #include "models/cuda_device.h"
+#include "reductions/fold_cuda.h"
 
 #define EQ_CUBLAS_TRY(call)                                                                           \
     do {                                                                                              \
@@ -76,6 +78,8 @@ static void cuda_release(void)
     eq_cuda_buffer_free(&gemm.workspace);
     gemm.ready = 0;
     pthread_mutex_unlock(&gemm_lock);
+    eq_fold_cuda_release(); /* the sim-cuda transport's buffers */
+    eq_cuda_close();
 }
 
 /* Device, stream, handle and workspace, once. Called with gemm_lock held. */
