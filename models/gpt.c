@@ -178,7 +178,7 @@ cleanup:
 static eq_status reduce_over_dp(const eq_step *step, void **bufs, int64_t count, eq_dtype dt)
 {
     const int dp = step->layout.dp;
-    eq_group dp_group = {step->transport, step->algo, dp, 0, dp};
+    eq_group dp_group = {step->transport, step->algo, dp, 0, dp, NULL};
     eq_status st = eq_all_reduce(&dp_group, bufs, (size_t)count, dt,
                                  step->grads == EQ_GRAD_SUM ? EQ_REDOP_SUM : EQ_REDOP_AVG);
     if (st != EQ_OK || !(step->bugs & EQ_BUG_GRAD_AVG_TWICE) || dp == 1) return st;
@@ -207,7 +207,7 @@ static eq_status reduce_gradients(const eq_step *step, gpt_run *run)
     /* The loss, in fp64 with the same reduction (one value per replica). */
     for (int d = 0; d < dp && st == EQ_OK; d++) bufs[d] = &run->loss[d];
     if (st == EQ_OK) {
-        eq_group dp_group = {step->transport, step->algo, dp, 0, dp};
+        eq_group dp_group = {step->transport, step->algo, dp, 0, dp, NULL};
         st = eq_all_reduce(&dp_group, bufs, 1, EQ_FP64, step->grads == EQ_GRAD_SUM ? EQ_REDOP_SUM : EQ_REDOP_AVG);
     }
     free(bufs);

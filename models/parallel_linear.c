@@ -81,7 +81,7 @@ eq_status eq_row_parallel_forward(const eq_step *step, eq_tensor *out, const eq_
     }
     if (st == EQ_OK && !(step->bugs & EQ_BUG_SKIP_ALLREDUCE)) {
         /* The tp group of this replica: every member in this process (sim transport). */
-        eq_group tp_group = {step->transport, step->algo, tp, 0, tp};
+        eq_group tp_group = {step->transport, step->algo, tp, 0, tp, NULL};
         st = eq_all_reduce(&tp_group, partials, (size_t)(M * N), step->dtype, EQ_REDOP_SUM);
     }
     if (st == EQ_OK) memcpy(out->data, partials[0], (size_t)(M * N) * elem);
@@ -111,7 +111,7 @@ eq_status eq_column_parallel_backward(const eq_step *step, eq_tensor *din, eq_te
         if (st == EQ_OK) st = eq_gemm(step->backend, dt, EQ_GEMM_NN, M, K, shard, dout_r, N, w_r, K, partials[r], K);
     }
     if (st == EQ_OK && tp > 1) {
-        eq_group tp_group = {step->transport, step->algo, tp, 0, tp};
+        eq_group tp_group = {step->transport, step->algo, tp, 0, tp, NULL};
         st = eq_all_reduce(&tp_group, partials, (size_t)(M * K), dt, EQ_REDOP_SUM);
     }
     if (st == EQ_OK) memcpy(din->data, partials[0], (size_t)(M * K) * elem);

@@ -54,6 +54,7 @@ struct eq_group {
     int size;        /* members in the group */
     int first_local; /* group rank of bufs[0]; sim: 0 */
     int n_local;     /* members living in this process; sim: size */
+    void *comm;      /* the transport's handle for this group (nccl: its communicator); sim: NULL */
 };
 
 /* The simulated transport: every member in this process, algorithm-exact. */
