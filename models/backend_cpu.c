@@ -17,6 +17,7 @@
 #include "models/backend.h"
 #include "models/gemm_blas.h"
 #include "models/gemm_ordered.h"
+#include "models/ops.h"
 
 typedef enum { KERNEL_UNCHOSEN = 0, KERNEL_BLAS, KERNEL_ORDERED } gemm_kernel;
 static gemm_kernel kernel_for[2]; /* [0] fp32 (and bf16), [1] fp64; set before any thread starts */
@@ -158,10 +159,23 @@ static const char *cpu_describe(char *buf, size_t len)
     return buf;
 }
 
+static eq_status cpu_gelu_forward(eq_dtype dt, int64_t n, void *out, const void *in)
+{
+    eq_gelu_forward(dt, n, out, in);
+    return EQ_OK;
+}
+
+static const eq_backend_ops cpu_ops = {
+    .layernorm_forward = eq_layernorm_forward,
+    .gelu_forward = cpu_gelu_forward,
+    .causal_softmax = eq_causal_softmax,
+};
+
 const eq_backend eq_backend_cpu = {
     .name = "cpu",
     .gemm_nt = cpu_gemm_nt,
     .describe = cpu_describe,
+    .ops = &cpu_ops,
 };
 
 eq_status eq_backend_find(const char *name, const eq_backend **out)

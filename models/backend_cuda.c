@@ -30,6 +30,7 @@
 
 #include "models/backend.h"
 #include "models/cuda_device.h"
+#include "models/ops_cuda.h"
 #include "reductions/fold_cuda.h"
 
 #define EQ_CUBLAS_TRY(call)                                                                           \
@@ -78,6 +79,7 @@ static void cuda_release(void)
     eq_cuda_buffer_free(&gemm.workspace);
     gemm.ready = 0;
     pthread_mutex_unlock(&gemm_lock);
+    eq_ops_cuda_release();  /* the row ops' buffers */
     eq_fold_cuda_release(); /* the sim-cuda transport's buffers */
     eq_cuda_close();
 }
@@ -173,6 +175,7 @@ const eq_backend eq_backend_cuda = {
     .gemm_nt = cuda_gemm_nt,
     .describe = cuda_describe,
     .release = cuda_release,
+    .ops = &eq_backend_cuda_ops,
 };
 
 eq_status eq_backend_cuda_open(void)
