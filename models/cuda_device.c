@@ -8,7 +8,10 @@ static struct {
     int open;
     int device;
     cudaStream_t stream;
-} dev = {0, -1, NULL};
+    char who[48]; /* "rank 3/8: " under a multi-process transport, else "" */
+} dev = {0, -1, NULL, ""};
+
+void eq_cuda_set_rank(int rank, int size) { snprintf(dev.who, sizeof dev.who, "rank %d/%d: ", rank, size); }
 
 int eq_cuda_available(const char **why)
 {
@@ -35,7 +38,7 @@ eq_status eq_cuda_open(int local_rank)
     const char *why = "";
     int count = 0;
     if (dev.open) return EQ_OK;
-    if (!eq_cuda_available(&why)) return EQ_FAIL(EQ_ERR_BACKEND, "no CUDA device (%s)", why);
+    if (!eq_cuda_available(&why)) return EQ_FAIL(EQ_ERR_BACKEND, "%sno CUDA device (%s)", dev.who, why);
     EQ_CUDA_TRY(cudaGetDeviceCount(&count));
     int device = local_rank >= 0 ? local_rank % count : 0;
     const char *forced = getenv("EQUIV_CUDA_DEVICE");
@@ -79,8 +82,8 @@ eq_status eq_cuda_buffer_reserve(eq_cuda_buffer *b, size_t bytes, const char *wh
         cudaMemGetInfo(&free_bytes, &total_bytes);
         b->ptr = NULL;
         return EQ_FAIL(err == cudaErrorMemoryAllocation ? EQ_ERR_NOMEM : EQ_ERR_BACKEND,
-                       "cudaMalloc of %zu bytes for %s on device %d: %s (%zu of %zu MiB free)", bytes, what,
-                       dev.device, cudaGetErrorString(err), free_bytes >> 20, total_bytes >> 20);
+                       "%scudaMalloc of %zu bytes for %s on device %d: %s (%zu of %zu MiB free)", dev.who, bytes,
+                       what, dev.device, cudaGetErrorString(err), free_bytes >> 20, total_bytes >> 20);
     }
     b->bytes = bytes;
     return EQ_OK;
@@ -121,7 +124,7 @@ eq_status eq_cuda_sync(const char *what)
     cudaError_t err = cudaGetLastError(); /* a launch that failed to start */
     if (err == cudaSuccess) err = cudaStreamSynchronize(dev.stream);
     if (err != cudaSuccess)
-        st = EQ_FAIL(err == cudaErrorMemoryAllocation ? EQ_ERR_NOMEM : EQ_ERR_BACKEND, "%s on device %d: %s (%s)",
-                     what, dev.device, cudaGetErrorString(err), cudaGetErrorName(err));
+        st = EQ_FAIL(err == cudaErrorMemoryAllocation ? EQ_ERR_NOMEM : EQ_ERR_BACKEND, "%s%s on device %d: %s (%s)",
+                     dev.who, what, dev.device, cudaGetErrorString(err), cudaGetErrorName(err));
     return st;
 }

@@ -31,6 +31,9 @@ int eq_cuda_device(void);
 /* Whether a usable device exists, without opening it: 1 yes, 0 no (*why says why). For tests
  * that exit 77 (meson's skip) when there is none. */
 int eq_cuda_available(const char **why);
+/* Under a multi-process transport: this process's rank, named in every device error from here on
+ * ("rank 3/8: cudaMalloc ..."). */
+void eq_cuda_set_rank(int rank, int size);
 /* Destroys the stream. Safe to call twice. Buffers are freed by their owners first. */
 void eq_cuda_close(void);
 

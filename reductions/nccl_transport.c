@@ -170,14 +170,9 @@ eq_status eq_nccl_world_init(const eq_nccl_bootstrap *b, int dp, int tp, eq_algo
     for (int a = 0; a < 3; a++)
         w->axes[a] = (axis_comm){NULL, size_of[a], a == EQ_NCCL_DP ? rank_of[1] : a == EQ_NCCL_TP ? rank_of[2] : rank_of[0],
                                  axis_names[a], w};
+    eq_cuda_set_rank(b->world_rank, b->world_size); /* device errors name this rank */
     setenv("NCCL_ALGO", algo_name, 0); /* read when the communicator is created; the environment wins */
     st = eq_cuda_open(b->local_rank); /* on failure, still take part in the id's broadcast below */
-    if (st != EQ_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", eq_error_message());
-        eq_error_clear();
-        st = EQ_FAIL(EQ_ERR_BACKEND, "rank %d/%d (local rank %d): %s", b->world_rank, b->world_size, b->local_rank, why);
-    }
 
     /* Rank 0 makes the id and sends it to all; a failure on rank 0 is sent too, so no rank waits. */
     memset(&hello, 0, sizeof hello);
