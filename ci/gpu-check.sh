@@ -31,7 +31,7 @@ run() { # run CMD...: print it, run it, print its exit status
 
 echo "== device"
 run nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv
-build=build-gpu
+build=${EQUIV_GPU_BUILD:-build-gpu} # an existing build folder may be named
 if [ -f "$build/build.ninja" ]; then meson configure "$build" -Dcuda=enabled >/dev/null; else
     meson setup "$build" -Dcuda=enabled -Dwerror=true >/dev/null || { echo "meson setup failed"; exit 1; }
 fi
@@ -40,6 +40,12 @@ equiv="$build/equiv"
 
 echo "== 1. CUDA unit tests"
 for t in backend_cuda_test ops_cuda_test fold_cuda_test; do run "$build/$t"; done
+"$build/backend_cuda_test" >/dev/null 2>&1
+if [ $? -eq 77 ]; then
+    echo
+    echo "gpu-check: no CUDA device visible here; the remaining checks need one"
+    exit 0
+fi
 
 echo "== 2. NCCL"
 if [ -x "$build/nccl_transport_test" ]; then
@@ -58,6 +64,7 @@ echo "== 3. GPU vs CPU, per case (tp 4, fp32 and bf16)"
 for kase in column_parallel row_parallel mlp_stack gpt; do
     for dtype in fp32 bf16; do
         dir="$out/$kase-$dtype"
+        mkdir -p "$dir"
         run "$equiv" --case "$kase" --tp 4 --dtype "$dtype" --backend cpu --out "$dir/cpu"
         run "$equiv" --case "$kase" --tp 4 --dtype "$dtype" --backend cuda --out "$dir/cuda"
         # The same layout on both backends: what differs is cuBLAS's accumulation order and the
