@@ -87,7 +87,7 @@ static eq_status reduce_dp(const eq_step *step, double *const *parts, int64_t n,
         }
         for (int64_t i = 0; i < n; i++) eq_buffer_set(step->dtype, bufs[d], i, parts[d][i]);
     }
-    eq_group g = {step->transport, step->algo, dp, 0, dp};
+    eq_group g = {step->transport, step->algo, dp, 0, dp, NULL};
     EQ_TRY(eq_all_reduce(&g, bufs, (size_t)n, step->dtype, op));
     for (int64_t i = 0; i < n; i++) out[i] = eq_buffer_get(step->dtype, bufs[0], i);
 cleanup:
@@ -103,7 +103,7 @@ static eq_status reduce_scalar(const eq_step *step, double *vals, eq_redop op, d
     void **bufs = calloc((size_t)dp, sizeof *bufs);
     if (bufs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a scalar all-reduce");
     for (int d = 0; d < dp; d++) bufs[d] = &vals[d];
-    eq_group g = {step->transport, step->algo, dp, 0, dp};
+    eq_group g = {step->transport, step->algo, dp, 0, dp, NULL};
     eq_status st = eq_all_reduce(&g, bufs, 1, EQ_FP64, op);
     *out = vals[0];
     free(bufs);

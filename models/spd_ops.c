@@ -35,7 +35,7 @@ eq_status spd_tp_sum(const spd_ctx *ctx, const double *parts, int64_t n, double 
         }
         for (int64_t i = 0; i < n; i++) eq_buffer_set(ctx->dt, bufs[r], i, parts[(int64_t)r * n + i]);
     }
-    eq_group g = {ctx->transport, ctx->algo, tp, 0, tp};
+    eq_group g = {ctx->transport, ctx->algo, tp, 0, tp, NULL};
     EQ_TRY(eq_all_reduce(&g, bufs, (size_t)n, ctx->dt, EQ_REDOP_SUM));
     for (int64_t i = 0; i < n; i++) out[i] = eq_buffer_get(ctx->dt, bufs[0], i);
 cleanup:
