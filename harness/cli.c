@@ -35,7 +35,7 @@ void eq_cli_print_help(void)
            "                     ci_grad_avg, faith_every_rank, local_count, imp_min_no_world_size\n"
            "                     (spd, with --grads sum); repeatable\n"
            "  --forward-only     the forward pass alone (no backward, no gradients captured)\n"
-           "  --backend B        cpu (default)\n"
+           "  --backend B        cpu (default) or cuda (cuBLAS GEMMs; needs a build with CUDA and a GPU)\n"
            "  --comm C           sim (default: every rank in this process, collectives emulated);\n"
            "                     mpi: one rank per process under mpirun/srun (-np = dp x tp), rank 0\n"
            "                     computes the reference, compares and writes; nccl: one rank per GPU\n"

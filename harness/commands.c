@@ -14,6 +14,9 @@
 #include "models/models.h"
 #include "reports/report.h"
 #include "reports/report_diff.h"
+#if EQUIV_HAVE_CUDA
+#include "reductions/fold_cuda.h"
+#endif
 
 #define MAX_COMPARISONS 64
 
@@ -168,6 +171,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     eq_dtype dtypes[EQ_DTYPE_COUNT];
     eq_run_spec spec;
     eq_world world = {0};
+    const eq_backend *backend = NULL; /* released at the end (device buffers) */
     int n_cmps = 0, n_dtypes = 0, have_world = 0;
     memset(distributed, 0, sizeof distributed);
     if (kase == NULL || table == NULL) {
@@ -181,7 +185,12 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     EQ_TRY(eq_case_load_named(cases_dir, cli->case_name, kase));
     EQ_TRY(eq_tolerance_load(tolerances_path, table));
     EQ_TRY(eq_run_spec_init(&spec, kase, cli->size));
-    EQ_TRY(eq_backend_find(cli->backend, &spec.step.backend));
+    EQ_TRY(eq_backend_find(cli->backend, &backend));
+    spec.step.backend = backend;
+#if EQUIV_HAVE_CUDA
+    /* --backend cuda with the sim transport: the same algorithm-exact collectives, folded on the device. */
+    if (backend == &eq_backend_cuda && strcmp(cli->transport, "sim") == 0) spec.step.transport = &eq_transport_sim_cuda;
+#endif
     spec.step.algo = cli->algo;
     spec.step.seed = cli->seed;
     spec.step.grads = (eq_grad_convention)cli->grads;
@@ -272,6 +281,7 @@ cleanup:
     for (int i = 0; i < EQ_DTYPE_COUNT; i++) eq_capture_free(&distributed[i]);
     free(kase);
     free(table);
+    if (backend != NULL && backend->release != NULL) backend->release();
     return st;
 }
 
@@ -392,7 +402,7 @@ eq_status eq_cmd_list(const eq_cli *cli)
     printf("\ndtypes: bf16 fp32 fp64\nalgorithms:");
     for (int a = 0; a < EQ_ALGO_COUNT; a++) printf(" %s", eq_algo_name((eq_algo)a));
     printf("\nlayouts: dpD-tpT; a case's layouts divide its sizes (--dp, --tp pick one)\n");
-    printf("expectations: bit_exact within differs must_fail\nbackends: cpu\ncomms: sim");
+    printf("expectations: bit_exact within differs must_fail\nbackends: cpu%s\ncomms: sim", EQUIV_HAVE_CUDA ? " cuda" : "");
     if (EQUIV_HAVE_MPI) {
         printf(" mpi (one rank per process under mpirun or srun; models:");
         for (int i = 0; eq_models[i] != NULL; i++)

@@ -13,6 +13,17 @@
 #include "harness/status.h"
 #include "harness/tensor.h"
 
+/* The row and element ops a backend runs, with the signatures and rounding contract of
+ * models/ops.h (eq_layernorm_forward, eq_gelu_forward, and the causal softmax of the attention).
+ * The models call them through step->backend->ops. */
+typedef struct {
+    eq_status (*layernorm_forward)(eq_dtype dt, int64_t rows, int64_t H, void *out, double *mean, double *rstd,
+                                   const void *in, const void *gamma, const void *beta);
+    eq_status (*gelu_forward)(eq_dtype dt, int64_t n, void *out, const void *in);
+    /* P[S,S] = softmax over j <= i of scores[i,j] / sqrt(D), 0 for j > i (models/ops.c). */
+    eq_status (*causal_softmax)(eq_dtype dt, int64_t S, int64_t D, const void *scores, void *P);
+} eq_backend_ops;
+
 typedef struct {
     const char *name;
     /* C[M,N] (row stride ldc) = A[M,K] (row stride lda) * B[N,K]^T (row stride ldb), in dtype dt.
@@ -21,11 +32,23 @@ typedef struct {
                          const void *B, int64_t ldb, void *C, int64_t ldc);
     /* One line on what runs underneath ("OpenBLAS 0.3.21 SKYLAKEX, 2 threads"). */
     const char *(*describe)(char *buf, size_t len);
+    /* Frees what the backend holds (device buffers, handles); NULL when it holds nothing. Safe to
+     * call twice; the backend opens again on its next use. */
+    void (*release)(void);
+    const eq_backend_ops *ops;
 } eq_backend;
 
 extern const eq_backend eq_backend_cpu;
 
-/* "cpu" (and "cuda" where built) -> backend; EQ_ERR_USAGE otherwise. */
+/* Built with the cuda feature only (equiv_config.h: EQUIV_HAVE_CUDA): cuBLAS GEMMs
+ * (models/backend_cuda.c). eq_backend_cuda_open picks the device and creates the handles now, so a
+ * missing device is reported before anything runs. */
+extern const eq_backend eq_backend_cuda;
+eq_status eq_backend_cuda_open(void);
+extern const eq_backend_ops eq_backend_cuda_ops; /* models/ops_cuda.c */
+
+/* "cpu" -> the CPU backend. "cuda" -> the CUDA backend, opened (EQ_ERR_BACKEND "no CUDA device"
+ * when there is none), or EQ_ERR_USAGE "equiv was built without CUDA". EQ_ERR_USAGE otherwise. */
 eq_status eq_backend_find(const char *name, const eq_backend **out);
 
 /* OpenBLAS picks its kernels when it is loaded, from OPENBLAS_CORETYPE. Debian's 0.3.21 does

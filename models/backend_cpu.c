@@ -12,10 +12,12 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "equiv_config.h"
 #include "harness/bf16.h"
 #include "models/backend.h"
 #include "models/gemm_blas.h"
 #include "models/gemm_ordered.h"
+#include "models/ops.h"
 
 typedef enum { KERNEL_UNCHOSEN = 0, KERNEL_BLAS, KERNEL_ORDERED } gemm_kernel;
 static gemm_kernel kernel_for[2]; /* [0] fp32 (and bf16), [1] fp64; set before any thread starts */
@@ -157,10 +159,23 @@ static const char *cpu_describe(char *buf, size_t len)
     return buf;
 }
 
+static eq_status cpu_gelu_forward(eq_dtype dt, int64_t n, void *out, const void *in)
+{
+    eq_gelu_forward(dt, n, out, in);
+    return EQ_OK;
+}
+
+static const eq_backend_ops cpu_ops = {
+    .layernorm_forward = eq_layernorm_forward,
+    .gelu_forward = cpu_gelu_forward,
+    .causal_softmax = eq_causal_softmax,
+};
+
 const eq_backend eq_backend_cpu = {
     .name = "cpu",
     .gemm_nt = cpu_gemm_nt,
     .describe = cpu_describe,
+    .ops = &cpu_ops,
 };
 
 eq_status eq_backend_find(const char *name, const eq_backend **out)
@@ -169,7 +184,17 @@ eq_status eq_backend_find(const char *name, const eq_backend **out)
         *out = &eq_backend_cpu;
         return EQ_OK;
     }
-    return EQ_FAIL(EQ_ERR_USAGE, "unknown backend '%s' (built: cpu)", name);
+    if (strcmp(name, "cuda") == 0) {
+#if EQUIV_HAVE_CUDA
+        eq_status st = eq_backend_cuda_open();
+        if (st == EQ_OK) *out = &eq_backend_cuda;
+        return st;
+#else
+        return EQ_FAIL(EQ_ERR_USAGE, "--backend cuda: equiv was built without CUDA (no nvcc when meson set up the "
+                                     "build; see README, GPU)");
+#endif
+    }
+    return EQ_FAIL(EQ_ERR_USAGE, "unknown backend '%s' (built: cpu%s)", name, EQUIV_HAVE_CUDA ? ", cuda" : "");
 }
 
 void eq_cpu_prefer_avx512_openblas(char **argv)

@@ -147,8 +147,8 @@ static eq_status replica_step(const eq_step *step, gpt_run *run, int d)
         scatter_acts(run, &acts, dp, d, &run->full_acts[l]);
         EQ_TRY(eq_tensor_clone(&inputs[l + 1], &acts.out));
     }
-    EQ_TRY(eq_layernorm_forward(step->dtype, tokens, H, lnf_out.data, lnf_mean, lnf_rstd, inputs[L].data,
-                                run->lnf_gamma.data, run->lnf_beta.data));
+    EQ_TRY(step->backend->ops->layernorm_forward(step->dtype, tokens, H, lnf_out.data, lnf_mean, lnf_rstd,
+                                                 inputs[L].data, run->lnf_gamma.data, run->lnf_beta.data));
     eq_batch_shard_scatter(&lnf_out, dp, d, &run->full_lnf_out);
     const double count = step->grads == EQ_GRAD_SUM ? (double)(z->seq * z->batch * H) : (double)(tokens * H);
     EQ_TRY(eq_mse_forward_backward(step->dtype, tokens * H, count, lnf_out.data, target.data, &run->loss[d], dy.data));

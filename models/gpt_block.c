@@ -122,16 +122,17 @@ eq_status gpt_block_forward(const eq_step *step, const gpt_sizes *z, const gpt_b
     eq_status st = EQ_OK;
     const eq_dtype dt = step->dtype;
     const int64_t local_batch = x->shape[1], tokens = z->seq * local_batch, H = z->hidden;
-    EQ_TRY(eq_layernorm_forward(dt, tokens, H, a->ln1_out.data, a->ln1_mean, a->ln1_rstd, x->data,
-                                p->ln1_gamma.data, p->ln1_beta.data));
+    const eq_backend_ops *ops = step->backend->ops; /* LayerNorm, GELU (and softmax) where the GEMMs run */
+    EQ_TRY(ops->layernorm_forward(dt, tokens, H, a->ln1_out.data, a->ln1_mean, a->ln1_rstd, x->data,
+                                  p->ln1_gamma.data, p->ln1_beta.data));
     EQ_TRY(eq_column_parallel_forward(step, &a->qkv, &a->ln1_out, &p->qkv_weight));
     EQ_TRY(attention_over_ranks(step, z, local_batch, 0, &a->qkv, NULL, &a->attn_ctx));
     EQ_TRY(eq_row_parallel_forward(step, &a->attn_out, &a->attn_ctx, &p->proj_weight));
     eq_add(dt, tokens * H, a->resid.data, x->data, a->attn_out.data);
-    EQ_TRY(eq_layernorm_forward(dt, tokens, H, a->ln2_out.data, a->ln2_mean, a->ln2_rstd, a->resid.data,
-                                p->ln2_gamma.data, p->ln2_beta.data));
+    EQ_TRY(ops->layernorm_forward(dt, tokens, H, a->ln2_out.data, a->ln2_mean, a->ln2_rstd, a->resid.data,
+                                  p->ln2_gamma.data, p->ln2_beta.data));
     EQ_TRY(eq_column_parallel_forward(step, &a->fc1_out, &a->ln2_out, &p->fc1_weight));
-    eq_gelu_forward(dt, tokens * z->ffn, a->gelu_out.data, a->fc1_out.data);
+    EQ_TRY(ops->gelu_forward(dt, tokens * z->ffn, a->gelu_out.data, a->fc1_out.data));
     EQ_TRY(eq_row_parallel_forward(step, &a->mlp_out, &a->gelu_out, &p->fc2_weight));
     eq_add(dt, tokens * H, a->out.data, a->resid.data, a->mlp_out.data);
 cleanup:

@@ -232,10 +232,31 @@ static void causal_softmax(eq_dtype dt, int64_t S, int64_t D, const void *scores
     else causal_softmax_float(dt, S, D, scores, P, exps);
 }
 
+eq_status eq_causal_softmax(eq_dtype dt, int64_t S, int64_t D, const void *scores, void *P)
+{
+    if (S < 0 || D < 1) return EQ_FAIL(EQ_ERR_INTERNAL, "causal softmax: S=%lld D=%lld", (long long)S, (long long)D);
+    void *exps = malloc((size_t)(S > 0 ? S : 1) * sizeof(double)); /* [S] of the acc type */
+    if (exps == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "causal softmax: no memory for %lld exps", (long long)S);
+    causal_softmax(dt, S, D, scores, P, exps);
+    free(exps);
+    return EQ_OK;
+}
+
 static void causal_softmax_backward(eq_dtype dt, int64_t S, int64_t D, void *dS, const void *P, const void *dP)
 {
     if (dt == EQ_FP64) causal_softmax_backward_double(dt, S, D, dS, P, dP);
     else causal_softmax_backward_float(dt, S, D, dS, P, dP);
+}
+
+/* The backend's causal softmax (the device's under --backend cuda); the CPU's here, with the
+ * caller's scratch. The forward and the backward's recompute both come here, so their P agree. */
+static eq_status backend_softmax(const eq_backend *be, eq_dtype dt, int64_t S, int64_t D, const void *scores, void *P,
+                                 void *exps)
+{
+    if (be->ops != NULL && be->ops->causal_softmax != NULL && be->ops->causal_softmax != eq_causal_softmax)
+        return be->ops->causal_softmax(dt, S, D, scores, P);
+    causal_softmax(dt, S, D, scores, P, exps);
+    return EQ_OK;
 }
 
 /* Where one (batch column b, head h) lives: Q, K, V are [S, D] views of qkv [S, B, heads, 3, D]
@@ -298,7 +319,7 @@ eq_status eq_attention_forward(const eq_backend *be, eq_dtype dt, int64_t S, int
             const head_slices s = slices_of(B, heads, D, b, h);
             const void *Q = element(dt, qkv, s.q), *K = element(dt, qkv, s.k), *V = element(dt, qkv, s.v);
             EQ_TRY(eq_gemm(be, dt, EQ_GEMM_NT, S, S, D, Q, s.qkv_ld, K, s.qkv_ld, scores, S)); /* Q K^T */
-            causal_softmax(dt, S, D, scores, P, exps);
+            EQ_TRY(backend_softmax(be, dt, S, D, scores, P, exps));
             EQ_TRY(eq_gemm(be, dt, EQ_GEMM_NN, S, D, S, P, S, V, s.qkv_ld, element_mut(dt, ctx, s.ctx), s.ctx_ld));
         }
 cleanup:
@@ -328,7 +349,7 @@ eq_status eq_attention_backward(const eq_backend *be, eq_dtype dt, int64_t S, in
             void *dQ = element_mut(dt, dqkv, s.q), *dK = element_mut(dt, dqkv, s.k), *dV = element_mut(dt, dqkv, s.v);
             void *dS = scores; /* scores are dead once P is made */
             EQ_TRY(eq_gemm(be, dt, EQ_GEMM_NT, S, S, D, Q, s.qkv_ld, K, s.qkv_ld, scores, S));
-            causal_softmax(dt, S, D, scores, P, exps);
+            EQ_TRY(backend_softmax(be, dt, S, D, scores, P, exps));
             EQ_TRY(eq_gemm(be, dt, EQ_GEMM_TN, S, D, S, P, S, dC, s.ctx_ld, dV, s.qkv_ld));    /* P^T dctx */
             EQ_TRY(eq_gemm(be, dt, EQ_GEMM_NT, S, S, D, dC, s.ctx_ld, V, s.qkv_ld, dP, S));    /* dctx V^T */
             causal_softmax_backward(dt, S, D, dS, P, dP);

@@ -32,13 +32,17 @@ void eq_gelu_forward(eq_dtype dt, int64_t n, void *out, const void *in);
 /* din = dout * (Phi(in) + in * phi(in)). */
 void eq_gelu_backward(eq_dtype dt, int64_t n, void *din, const void *dout, const void *in);
 
+/* P[S,S] (dt) = the causal softmax of scores[S,S] (dt) scaled by 1/sqrt(D): row i is softmax over
+ * j <= i of scores_ij / sqrt(D), exactly 0 for j > i (computed in the acc type, rounded once). */
+eq_status eq_causal_softmax(eq_dtype dt, int64_t S, int64_t D, const void *scores, void *P);
+
 /* Causal self-attention for `heads` heads (one tensor-parallel rank's heads), unfused:
  *   qkv [S, B, heads, 3, D]  (Megatron's per-head [q | k | v] layout; the row of token (s, b)
  *                             starts at (s*B + b) * heads*3*D)
  *   ctx [S, B, heads, D]
  * For each batch column b and head h, with Q, K, V the [S, D] slices:
  *   scores = dt(Q K^T)             GEMM (fp32 accumulation, rounded to dt), as baddbmm
- *   P      = dt(softmax(scores / sqrt(D) with keys j > i masked))   softmax in the acc type
+ *   P      = dt(softmax(scores / sqrt(D) with keys j > i masked))   be->ops->causal_softmax
  *   ctx    = dt(P V)               GEMM
  * GEMMs go through eq_gemm (models/gemm.h) on the given backend. */
 eq_status eq_attention_forward(const eq_backend *be, eq_dtype dt, int64_t S, int64_t B, int64_t heads, int64_t D,

@@ -55,7 +55,8 @@ struct eq_group {
     int size;        /* members in the group */
     int first_local; /* group rank of bufs[0]; sim: 0 */
     int n_local;     /* members living in this process; sim: size */
-    void *comm;      /* the transport's handle of this group (mpi: an MPI_Comm *); sim: NULL */
+    void *comm;      /* the transport's handle of this group (mpi: an MPI_Comm *; nccl: its
+                      * communicator); sim: NULL */
 };
 
 /* The simulated transport: every member in this process, algorithm-exact. */

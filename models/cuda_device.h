@@ -1,0 +1,64 @@
+/* The CUDA device equiv runs on (built only with the cuda feature): which device, one stream,
+ * device buffers owned by the structs that use them, and the check macros every CUDA, cuBLAS and
+ * NCCL call goes through.
+ *
+ * One device and one stream per process: cuBLAS is bit-wise reproducible run to run only on one
+ * stream (cuBLAS Library User Guide, "Results reproducibility"), and every copy and kernel is
+ * ordered on it, so nothing races. A process under --comm nccl uses the device of its local rank. */
+#ifndef EQUIV_MODELS_CUDA_DEVICE_H
+#define EQUIV_MODELS_CUDA_DEVICE_H
+
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#include "harness/status.h"
+
+/* A device allocation grown as needed: reserve() keeps the old one when it is large enough. */
+typedef struct {
+    void *ptr;
+    size_t bytes;
+} eq_cuda_buffer;
+
+/* Picks the device (EQUIV_CUDA_DEVICE, or `local_rank` modulo the count when >= 0, else 0),
+ * creates the stream. Idempotent. EQ_ERR_BACKEND "no CUDA device" when cudaGetDeviceCount fails
+ * or finds none (the driver's reason in the message). */
+eq_status eq_cuda_open(int local_rank);
+/* The stream every copy and kernel runs on (after eq_cuda_open). */
+cudaStream_t eq_cuda_stream(void);
+/* The device number chosen, -1 before eq_cuda_open. */
+int eq_cuda_device(void);
+/* Whether a usable device exists, without opening it: 1 yes, 0 no (*why says why). For tests
+ * that exit 77 (meson's skip) when there is none. */
+int eq_cuda_available(const char **why);
+/* Under a multi-process transport: this process's rank, named in every device error from here on
+ * ("rank 3/8: cudaMalloc ..."). */
+void eq_cuda_set_rank(int rank, int size);
+/* Destroys the stream. Safe to call twice. Buffers are freed by their owners first. */
+void eq_cuda_close(void);
+
+/* Grows *b to at least `bytes` (contents lost when it grows). EQ_ERR_NOMEM naming the size and the
+ * device's free memory when cudaMalloc fails (an out-of-memory device is an error, not a crash). */
+eq_status eq_cuda_buffer_reserve(eq_cuda_buffer *b, size_t bytes, const char *what);
+void eq_cuda_buffer_free(eq_cuda_buffer *b);
+
+/* Host -> device and back for a matrix of `rows` rows of `row_bytes`, host row stride
+ * `host_pitch` bytes, device rows packed. Synchronous on the stream. */
+eq_status eq_cuda_upload_rows(void *dev, const void *host, size_t row_bytes, size_t rows, size_t host_pitch);
+eq_status eq_cuda_download_rows(void *host, const void *dev, size_t row_bytes, size_t rows, size_t host_pitch);
+/* Waits for the stream; a kernel's error (launch or execution) surfaces here. */
+eq_status eq_cuda_sync(const char *what);
+
+/* Within a function that has `eq_status st` and a `cleanup:` label. EQ_FAIL records file:line. */
+#define EQ_CUDA_TRY(call)                                                                             \
+    do {                                                                                              \
+        cudaError_t eq_cuda_err_ = (call);                                                            \
+        if (eq_cuda_err_ != cudaSuccess) {                                                            \
+            st = EQ_FAIL(eq_cuda_err_ == cudaErrorMemoryAllocation ? EQ_ERR_NOMEM : EQ_ERR_BACKEND,    \
+                         "%s: %s (%s)", #call, cudaGetErrorString(eq_cuda_err_),                       \
+                         cudaGetErrorName(eq_cuda_err_));                                             \
+            goto cleanup;                                                                             \
+        }                                                                                             \
+    } while (0)
+
+#endif
