@@ -120,26 +120,30 @@ static int layouts_to_run(const eq_cli *cli, const eq_case *kase, eq_layout *out
 static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec, int n_layouts)
 {
     (void)n_layouts;
-    if (strcmp(cli->transport, "sim") == 0) {
+    const char *comm = cli->transport;
+    if (strcmp(comm, "sim") == 0) {
         if (cli->algo == EQ_ALGO_MPI)
             return EQ_FAIL(EQ_ERR_USAGE, "--algo mpi is MPI's own all-reduce: it needs --comm mpi");
         return EQ_OK;
     }
-    if (strcmp(cli->transport, "nccl") == 0)
-        return EQ_FAIL(EQ_ERR_USAGE, "--comm nccl: this equiv has no NCCL transport (not built yet); use --comm mpi");
-    if (strcmp(cli->transport, "mpi") != 0)
-        return EQ_FAIL(EQ_ERR_USAGE, "unknown --comm '%s' (known: sim, mpi, nccl)", cli->transport);
+    if (strcmp(comm, "mpi") != 0 && strcmp(comm, "nccl") != 0)
+        return EQ_FAIL(EQ_ERR_USAGE, "unknown --comm '%s' (known: sim, mpi, nccl)", comm);
     if (!EQUIV_HAVE_MPI)
-        return EQ_FAIL(EQ_ERR_USAGE, "--comm mpi: this equiv was built without MPI (install libopenmpi-dev, "
-                       "meson configure -Dmpi=enabled)");
+        return EQ_FAIL(EQ_ERR_USAGE, "--comm %s: this equiv was built without MPI (install libopenmpi-dev, "
+                       "meson configure -Dmpi=enabled)", comm);
+    if (strcmp(comm, "nccl") == 0 && !EQUIV_HAVE_NCCL)
+        return EQ_FAIL(EQ_ERR_USAGE, "--comm nccl: this equiv was built without NCCL (it needs the cuda, nccl and "
+                       "mpi features: nvcc, libnccl and libopenmpi-dev)");
+    if (strcmp(comm, "nccl") == 0 && (cli->algo == EQ_ALGO_SEQ || cli->algo == EQ_ALGO_MPI))
+        return EQ_FAIL(EQ_ERR_USAGE, "--comm nccl runs NCCL's algorithms: --algo ring, tree or fp32acc (NVLS)");
     if (spec != NULL && !spec->model->multi_process) {
         char known[256] = "";
         for (int i = 0; eq_models[i] != NULL; i++)
             if (eq_models[i]->multi_process)
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? ", " : "",
                          eq_models[i]->name);
-        return EQ_FAIL(EQ_ERR_USAGE, "case %s (model %s) does not run under --comm mpi yet (models that do: %s)",
-                       spec->kase->name, spec->model->name, known);
+        return EQ_FAIL(EQ_ERR_USAGE, "case %s (model %s) does not run under --comm %s yet (models that do: %s)",
+                       spec->kase->name, spec->model->name, comm, known);
     }
     return EQ_OK;
 }
@@ -149,13 +153,18 @@ static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec, int n_la
  * that exits first with an error makes the launcher end the others). */
 static eq_status start_world(const eq_cli *cli, eq_world *world, int *have_world)
 {
-    if (strcmp(cli->transport, "mpi") != 0) return EQ_OK;
+    int nccl = strcmp(cli->transport, "nccl") == 0;
+    if (strcmp(cli->transport, "mpi") != 0 && !nccl) return EQ_OK;
     if (cli->dp == 0 && cli->tp == 0)
-        return EQ_FAIL(EQ_ERR_USAGE, "--comm mpi runs one layout: give --dp and --tp (the launcher starts dp x tp "
-                       "processes)");
-    if (!EQUIV_HAVE_MPI) return check_comm(cli, NULL, 1);
+        return EQ_FAIL(EQ_ERR_USAGE, "--comm %s runs one layout: give --dp and --tp (the launcher starts dp x tp "
+                       "processes)", cli->transport);
+    if (!EQUIV_HAVE_MPI || (nccl && !EQUIV_HAVE_NCCL)) return check_comm(cli, NULL, 1);
     *have_world = 1;
-    return eq_world_init_mpi(world, (eq_layout){cli->dp ? cli->dp : 1, cli->tp ? cli->tp : 1});
+    eq_status st = eq_world_init_mpi(world, (eq_layout){cli->dp ? cli->dp : 1, cli->tp ? cli->tp : 1});
+    /* NCCL's communicators over the MPI world: one GPU per process (world_nccl.c) */
+    if (st == EQ_OK && nccl) st = check_comm(cli, NULL, 1);
+    if (st == EQ_OK && nccl) st = eq_world_start_nccl(world, cli->algo);
+    return st;
 }
 
 eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)

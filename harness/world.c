@@ -62,12 +62,14 @@ int eq_world_is_root(const eq_world *w) { return w == NULL || w->rank == 0; }
 
 eq_group eq_world_tp_group(const eq_world *w, eq_algo algo)
 {
+    if (w->has_collective_groups) return w->collective_tp;
     eq_group g = {w->transport, algo, w->layout.tp, w->tp_rank, 1, w->tp_comm};
     return g;
 }
 
 eq_group eq_world_dp_group(const eq_world *w, eq_algo algo)
 {
+    if (w->has_collective_groups) return w->collective_dp;
     eq_group g = {w->transport, algo, w->layout.dp, w->dp_rank, 1, w->dp_comm};
     return g;
 }
@@ -148,6 +150,8 @@ void eq_world_free(eq_world *w)
 {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (w->release_collectives != NULL) w->release_collectives(w->collectives);
+    w->collectives = NULL, w->release_collectives = NULL, w->has_collective_groups = 0;
     if (!finalized) {
         eq_mpi_transport_free();
         free_comm(&w->tp_comm);

@@ -37,6 +37,12 @@ typedef struct {
     const eq_transport *transport;
     void *world_comm, *tp_comm, *dp_comm; /* the transport's handles (mpi: MPI_Comm *) */
     int initialized_mpi;                  /* this process called MPI_Init (and will finalize) */
+    /* --comm nccl: the collectives run on NCCL communicators over this MPI world (world_nccl.c);
+     * the groups below replace the MPI ones, and `release_collectives` frees them first. */
+    int has_collective_groups;
+    eq_group collective_tp, collective_dp;
+    void *collectives;                    /* the eq_nccl_world */
+    void (*release_collectives)(void *collectives);
 } eq_world;
 
 /* Rank r of a dp x tp layout -> (dp_rank, tp_rank), and back. */
@@ -48,6 +54,12 @@ static inline int eq_world_tp_rank(eq_layout l, int rank) { return rank % l.tp; 
  * communicator and splits the tp and dp communicators. EQ_ERR_USAGE "not built with MPI" when the
  * build has none. On failure w is safe to free. */
 eq_status eq_world_init_mpi(eq_world *w, eq_layout layout);
+
+/* --comm nccl, after eq_world_init_mpi: one GPU per process (its local rank's), the NCCL world,
+ * dp and tp communicators bootstrapped over this MPI world (reductions/nccl_transport.h); from
+ * then on the world's groups are NCCL's. EQ_ERR_USAGE "built without NCCL" where the build has
+ * none; a device or NCCL failure names the rank. */
+eq_status eq_world_start_nccl(eq_world *w, eq_algo algo);
 
 /* Frees the communicators and finalizes MPI if this world started it. Safe on a zeroed world. */
 void eq_world_free(eq_world *w);
