@@ -214,6 +214,22 @@ eq_status spd_site_forward(const spd_ctx *ctx, const spd_site *s, int64_t T, con
     return st;
 }
 
+/* parts[r] [T, N] = a[:, slice r] B[:, slice r]^T for each tp rank r's slice of the C components
+ * (a [T, C], B [N, C]), each rounded as that rank writes it: the partials a SUM all-reduce adds. */
+static void component_partials(const spd_ctx *ctx, int64_t T, int64_t N, int64_t C, const double *a, const double *B,
+                               double *parts)
+{
+    for (int r = 0; r < ctx->tp; r++) {
+        const int64_t c0 = spd_c0(C, ctx->tp, r), c1 = spd_c0(C, ctx->tp, r + 1);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < N; i++) {
+                double acc = 0;
+                for (int64_t c = c0; c < c1; c++) acc += a[t * C + c] * B[i * C + c];
+                parts[(r * T + t) * N + i] = spd_rnd(ctx->dt, acc);
+            }
+    }
+}
+
 eq_status spd_site_backward(const spd_ctx *ctx, const spd_site *s, int64_t T, const double *x, const double *m,
                             const double *d, const unsigned char *route, const spd_site_cache *cache,
                             const double *dout, double *dx, double *dm, double *dd, double *dV, double *dU)
@@ -268,15 +284,7 @@ eq_status spd_site_backward(const spd_ctx *ctx, const spd_site *s, int64_t T, co
         }
     if (dx == NULL) goto cleanup;
     /* dx: per rank sum_c dxv V^T, SUM all-reduced; then d * dout E^T (or dout W when unrouted). */
-    for (int r = 0; r < ctx->tp; r++) {
-        const int64_t c0 = spd_c0(C, ctx->tp, r), c1 = spd_c0(C, ctx->tp, r + 1);
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t i = 0; i < D; i++) {
-                double acc = 0;
-                for (int64_t c = c0; c < c1; c++) acc += dxv[t * C + c] * s->V[i * C + c];
-                parts[(r * T + t) * D + i] = spd_rnd(dt, acc);
-            }
-    }
+    component_partials(ctx, T, D, C, dxv, s->V, parts);
     EQ_TRY(spd_tp_sum(ctx, parts, T * D, dx));
     for (int64_t t = 0; t < T; t++) {
         const int routed = route == NULL || route[t];
@@ -330,15 +338,7 @@ eq_status spd_ci_backward(const spd_ctx *ctx, const spd_ci_fn *f, int64_t T, con
             dW2[h * C + c] = spd_rnd(dt, acc);
         }
     }
-    for (int r = 0; r < ctx->tp; r++) {
-        const int64_t c0 = spd_c0(C, ctx->tp, r), c1 = spd_c0(C, ctx->tp, r + 1);
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t h = 0; h < H; h++) {
-                double acc = 0;
-                for (int64_t c = c0; c < c1; c++) acc += dz[t * C + c] * f->W2[h * C + c];
-                parts[(r * T + t) * H + h] = spd_rnd(dt, acc);
-            }
-    }
+    component_partials(ctx, T, H, C, dz, f->W2, parts);
     EQ_TRY(spd_tp_sum(ctx, parts, T * H, dh));
     spd_gelu_erf_backward(dt, T * H, dh, dh, hpre);
     for (int64_t h = 0; h < H; h++) {
