@@ -18,6 +18,7 @@
 extern const double eq_thresholds[EQ_N_THRESHOLDS]; /* 1e-4, 1e-3, 5e-3, 1e-2 */
 
 typedef struct {
+    eq_dtype dtype;                         /* the compared tensors' dtype */
     int64_t count;                          /* elements */
     int64_t nan_ref, inf_ref, nan_test, inf_test;
     int64_t nonfinite_mismatch;             /* elements where exactly one side is NaN/Inf, or both

@@ -286,8 +286,8 @@ static void test_planted(eq_dtype dt)
 static void test_diagnose(void)
 {
     char diag[160];
-    eq_metrics m = {.count = 4096, .n_finite = 4096, .n_differ = 4000, .max_abs = 1.0, .argmax = 5,
-                    .max_ulp = 300, .rel_fro = 7.0, .cosine = 0.99996, .ls_scale = 8.0035};
+    eq_metrics m = {.dtype = EQ_BF16, .count = 4096, .n_finite = 4096, .n_differ = 4000, .max_abs = 1.0,
+                    .argmax = 5, .max_ulp = 300, .rel_fro = 7.0, .cosine = 0.99996, .ls_scale = 8.0035};
     /* bf16 noise on top of a x8 bug: named as 8, with the fitted scale beside it */
     EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "uniform scale x8 (ls 8.003500, cos 0.999960)");
     m.ls_scale = 0.1251;
@@ -305,6 +305,12 @@ static void test_diagnose(void)
     m.rel_fro = 3.1e-3;
     m.max_ulp = 2;
     EQ_EXPECT(strcmp(eq_diagnose(&m, diag, sizeof diag), "rounding: max 2 ULP, rel 3.1e-03") == 0, "'%s'", diag);
+    m.dtype = EQ_FP32; /* the same relative error is 2e4 fp32 units: not rounding there */
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "not rounding: rel 3.1e-03");
+    m.rel_fro = 2e-5; /* but a deep fp32 stack's honest drift is */
+    EXPECT_HAS(eq_diagnose(&m, diag, sizeof diag), "rounding: max 2 ULP, rel 2.0e-05");
+    m.dtype = EQ_BF16;
+    m.rel_fro = 3.1e-3;
     m.n_differ = 3; /* a handful: named before rounding */
     EQ_EXPECT(strcmp(eq_diagnose(&m, diag, sizeof diag), "3 elements differ, max 2 ULP at index 5") == 0, "'%s'",
               diag);
