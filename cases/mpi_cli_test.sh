@@ -26,6 +26,7 @@ run_pair() {
     local sim_status=$?
     "$mpirun" -np $((dp * tp)) "$equiv" "${args[@]}" --comm mpi --out "$work/mpi-$tag" >"$work/mpi-$tag.txt" 2>"$work/mpi-$tag.err"
     local mpi_status=$?
+    last_status=$mpi_status
     [ "$mpi_status" -eq "$sim_status" ] || { bad "$tag: mpi exit status $mpi_status, sim $sim_status"; cat "$work/mpi-$tag.err"; }
     local reports
     reports=$(grep -c '^## equiv report' "$work/mpi-$tag.txt")
@@ -53,6 +54,18 @@ for dtype in bf16 fp32; do
 done
 run_pair row_parallel 1 4 bf16 ring --inject skip_allreduce # exit 1 under both, same dump
 run_pair column_parallel 2 2 fp32 ring --inject shard_offset
+# want_failed TAG: the run before it found its injected bug (exit status 1 under both transports).
+want_failed() { [ "$last_status" -eq 1 ] || bad "$1: exit status $last_status, want 1 (the injected bug found)"; }
+
+# The stacked models: every process computes its own shards and replica, the captures gathered.
+for dtype in bf16 fp32; do
+    for layout in "1 4" "2 2"; do
+        set -- $layout
+        run_pair mlp_stack "$1" "$2" "$dtype" ring
+    done
+done
+run_pair mlp_stack 1 4 bf16 ring --inject skip_allreduce
+want_failed "mlp_stack --inject skip_allreduce"
 
 # The check bites: the mpi ring's dump against sim's tree dump of the same layout.
 tree="$work/sim-row_parallel-dp1-tp4-bf16-tree/row_parallel-bf16-dp1-tp4.h5"
