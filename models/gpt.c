@@ -216,12 +216,20 @@ static eq_status reduce_gradients(const eq_step *step, gpt_run *run)
         for (int d = 0; d < n; d++) bufs[d] = run->lnf_grads[2 * d + k].data;
         st = reduce_over_dp(step, bufs, run->z.hidden, step->dtype);
     }
-    /* The loss, in fp64 with the same reduction (one value per replica). */
-    for (int d = 0; d < n && st == EQ_OK; d++) bufs[d] = &run->loss[d];
-    if (st == EQ_OK) {
-        eq_group dp_group = eq_step_dp_group(step);
-        st = eq_all_reduce(&dp_group, bufs, 1, EQ_FP64, step->grads == EQ_GRAD_SUM ? EQ_REDOP_SUM : EQ_REDOP_AVG);
-    }
+    free(bufs);
+    return st;
+}
+
+/* The loss over the dp replicas, in fp64 with the gradients' reduction (one value per replica):
+ * avg of the local means, or the sum of the partials normalised by the global count; both the
+ * global mean. Forward-only too. */
+static eq_status reduce_loss(const eq_step *step, gpt_run *run)
+{
+    void **bufs = calloc((size_t)(unsigned)run->replicas, sizeof *bufs);
+    if (bufs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "gpt: no memory for the loss reduction");
+    for (int d = 0; d < run->replicas; d++) bufs[d] = &run->loss[d];
+    eq_group dp_group = eq_step_dp_group(step);
+    eq_status st = eq_all_reduce(&dp_group, bufs, 1, EQ_FP64, step->grads == EQ_GRAD_SUM ? EQ_REDOP_SUM : EQ_REDOP_AVG);
     free(bufs);
     return st;
 }
@@ -242,16 +250,6 @@ static eq_status gather_gradients(const eq_step *step, gpt_run *run)
     }
 cleanup:
     return st;
-}
-
-/* Forward-only, multi-process: the captured loss is replica 0's partial, as the sim run captures
- * it (no reduction without a backward); sent to every process (a copy). */
-static eq_status share_forward_loss(const eq_step *step, gpt_run *run)
-{
-    eq_group dp_group = eq_step_dp_group(step);
-    if (dp_group.n_local == dp_group.size) return EQ_OK;
-    void *bufs[1] = {&run->loss[0]};
-    return eq_broadcast(&dp_group, bufs, 1, EQ_FP64, 0);
 }
 
 static eq_status capture_run(const eq_step *step, gpt_run *run, eq_capture *cap)
@@ -353,7 +351,7 @@ static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
     for (int i = 0; i < n; i++) EQ_TRY(replica_step(step, &run, dp_group.first_local + i, i));
     if (!step->forward_only) EQ_TRY(reduce_gradients(step, &run));
     if (!step->forward_only) EQ_TRY(gather_gradients(step, &run));
-    if (step->forward_only) EQ_TRY(share_forward_loss(step, &run));
+    EQ_TRY(reduce_loss(step, &run));
     EQ_TRY(capture_run(step, &run, cap));
 cleanup:
     free_run(&run);
