@@ -65,7 +65,7 @@ static eq_status init_params(const eq_step *step, const gpt_sizes *z, int layer,
     eq_status st = gpt_params_alloc(p, z, step->dtype);
     if (st != EQ_OK) return st;
     char name[EQ_NAME_MAX];
-#define GPT_INIT(field, ndim, d0, d1, init, std, split)                                                      \
+#define GPT_INIT(field, ndim, d0, d1, init, std, split)                                               \
     snprintf(name, sizeof name, "layers/%02d/" #field, layer);                                      \
     for (int64_t i = 0; i < eq_tensor_numel(&p->field); i++)                                         \
         if (init == GPT_INIT_ONE) eq_tensor_set(&p->field, i, 1.0);                                  \
@@ -124,10 +124,11 @@ cleanup:
     return st;
 }
 
-/* One data-parallel replica, d, kept at `slot` of the run's per-replica arrays: forward through every block, the final LayerNorm and the loss, then
- * (unless forward-only) the backward. Activation checkpointing: only each block's input is kept;
- * the backward recomputes a block's activations from it, bit for bit as the forward made them,
- * so the docs size (28 blocks of [4096, 2, *]) fits in memory. */
+/* One data-parallel replica, d, kept at `slot` of the run's per-replica arrays: forward through
+ * every block, the final LayerNorm and the loss, then (unless forward-only) the backward.
+ * Activation checkpointing: only each block's input is kept; the backward recomputes a block's
+ * activations from it, bit for bit as the forward made them, so the docs size (28 blocks of
+ * [4096, 2, *]) fits in memory. */
 static eq_status replica_step(const eq_step *step, gpt_run *run, int d, int slot)
 {
     eq_status st = EQ_OK;
@@ -206,8 +207,8 @@ static eq_status reduce_gradients(const eq_step *step, gpt_run *run)
     void **bufs = calloc((size_t)(unsigned)n, sizeof *bufs);
     if (bufs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "gpt: no memory for the dp reduction");
     for (int l = 0; l < L && st == EQ_OK; l++) {
-#define GPT_REDUCE(name, ndim, d0, d1, init, std, split)                                                            \
-    for (int d = 0; d < n; d++) bufs[d] = run->grads[d * L + l].name.data;                                 \
+#define GPT_REDUCE(name, ndim, d0, d1, init, std, split)                                     \
+    for (int d = 0; d < n; d++) bufs[d] = run->grads[d * L + l].name.data;                  \
     if (st == EQ_OK) st = reduce_over_dp(step, bufs, eq_tensor_numel(&run->grads[l].name), step->dtype);
         GPT_BLOCK_PARAMS(GPT_REDUCE)
 #undef GPT_REDUCE
@@ -259,9 +260,10 @@ static eq_status capture_run(const eq_step *step, gpt_run *run, eq_capture *cap)
     eq_tensor loss = {0};
     EQ_TRY(eq_capture_add(cap, 0, "input", EQ_ROLE_INPUT, &run->input));
     for (int l = 0; l < L; l++) {
-        gpt_block_params *p = &run->params[l], *g = &run->grads[l]; /* replica 0 holds the reduced grads */
+        gpt_block_params *p = &run->params[l], *g = &run->grads[l]; /* slot 0 holds the reduced grads */
         gpt_block_acts *a = &run->full_acts[l];
-#define GPT_CAPTURE_PARAM(name, ndim, d0, d1, init, std, split) EQ_TRY(eq_capture_add(cap, l, #name, EQ_ROLE_PARAM, &p->name));
+#define GPT_CAPTURE_PARAM(name, ndim, d0, d1, init, std, split) \
+    EQ_TRY(eq_capture_add(cap, l, #name, EQ_ROLE_PARAM, &p->name));
         GPT_BLOCK_PARAMS(GPT_CAPTURE_PARAM)
 #undef GPT_CAPTURE_PARAM
 #define GPT_CAPTURE_ACT(name, last, sharded) \

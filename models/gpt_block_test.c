@@ -63,7 +63,8 @@ static void init_block(gpt_block_params *p, eq_tensor *x, eq_tensor *w)
     const gpt_sizes *z = &sizes;
     EQ_EXPECT_OK(gpt_params_alloc(p, z, EQ_FP64));
     /* Random LayerNorm parameters too (not 1 and 0), so their gradients are exercised fully. */
-#define INIT(name, ndim, d0, d1, init, std, split) eq_rng_fill_normal(&p->name, 3, #name, init == GPT_INIT_NORMAL ? 0.5 : 0.3);
+#define INIT(name, ndim, d0, d1, init, std, split) \
+    eq_rng_fill_normal(&p->name, 3, #name, init == GPT_INIT_NORMAL ? 0.5 : 0.3);
     GPT_BLOCK_PARAMS(INIT)
 #undef INIT
     for (int64_t i = 0; i < z->hidden; i++) {
