@@ -20,12 +20,13 @@ bad() { echo "FAIL: $*"; fail=1; }
 run_pair() {
     local kase=$1 dp=$2 tp=$3 dtype=$4 algo=$5
     shift 5
-    local tag="$kase-dp$dp-tp$tp-$dtype-$algo" args=(--case "$kase" --dp "$dp" --tp "$tp" --dtype "$dtype" --algo "$algo" "$@")
+    local tag="$kase-dp$dp-tp$tp-$dtype-$algo$(printf '%s' "$*" | tr -c 'a-z0-9_' '-')" args=(--case "$kase" --dp "$dp" --tp "$tp" --dtype "$dtype" --algo "$algo" "$@")
     local dump="$kase-$dtype-dp$dp-tp$tp.h5"
     "$equiv" "${args[@]}" --out "$work/sim-$tag" >"$work/sim-$tag.txt" 2>&1
     local sim_status=$?
     "$mpirun" -np $((dp * tp)) "$equiv" "${args[@]}" --comm mpi --out "$work/mpi-$tag" >"$work/mpi-$tag.txt" 2>"$work/mpi-$tag.err"
     local mpi_status=$?
+    last_status=$mpi_status
     [ "$mpi_status" -eq "$sim_status" ] || { bad "$tag: mpi exit status $mpi_status, sim $sim_status"; cat "$work/mpi-$tag.err"; }
     local reports
     reports=$(grep -c '^## equiv report' "$work/mpi-$tag.txt")
@@ -53,6 +54,32 @@ for dtype in bf16 fp32; do
 done
 run_pair row_parallel 1 4 bf16 ring --inject skip_allreduce # exit 1 under both, same dump
 run_pair column_parallel 2 2 fp32 ring --inject shard_offset
+# want_failed TAG: the run before it found its injected bug (exit status 1 under both transports).
+want_failed() { [ "$last_status" -eq 1 ] || bad "$1: exit status $last_status, want 1 (the injected bug found)"; }
+
+# The stacked models: every process computes its own shards and replica, the captures gathered.
+for dtype in bf16 fp32; do
+    for layout in "1 4" "2 2"; do
+        set -- $layout
+        run_pair mlp_stack "$1" "$2" "$dtype" ring
+    done
+done
+run_pair mlp_stack 1 4 bf16 ring --inject skip_allreduce
+want_failed "mlp_stack --inject skip_allreduce"
+# gpt: forward and backward, heads and shards per process, every activation, activation gradient,
+# parameter gradient and the loss gathered as sim holds them.
+for dtype in bf16 fp32; do
+    for layout in "1 4" "2 2"; do
+        set -- $layout
+        run_pair gpt "$1" "$2" "$dtype" ring
+    done
+done
+run_pair gpt 2 2 bf16 ring --grads sum
+run_pair gpt 2 2 fp32 tree --forward-only # the loss reduced over dp as on sim
+run_pair gpt 1 4 bf16 ring --inject skip_allreduce
+want_failed "gpt --inject skip_allreduce"
+run_pair gpt 2 2 fp32 ring --inject grad_avg_twice
+want_failed "gpt --inject grad_avg_twice"
 
 # The check bites: the mpi ring's dump against sim's tree dump of the same layout.
 tree="$work/sim-row_parallel-dp1-tp4-bf16-tree/row_parallel-bf16-dp1-tp4.h5"
@@ -79,7 +106,7 @@ expect_error() { # NP PART ARGS...
     [ "$fail" -eq 0 ] && echo "ok: error on $np ranks: $(grep '^equiv: error' "$work/err.err")"
 }
 expect_error 2 "needs 4 processes" --case row_parallel --tp 4 --comm mpi
-expect_error 4 "does not run under --comm mpi" --case gpt --tp 4 --comm mpi
+expect_error 4 "does not run under --comm mpi" --case spd --tp 4 --comm mpi
 expect_error 4 "give --dp and --tp" --case row_parallel --comm mpi
 expect_error 3 "does not divide" --case row_parallel --tp 3 --dp 1 --comm mpi
 exit $fail

@@ -4,7 +4,8 @@
 #   1. the CUDA unit tests, verbose: cuBLAS GEMM vs CPU (max |d| / bound per shape and dtype), the
 #      device fold vs reductions/fold.c bit for bit, the device ops vs the CPU ops (bit-identical
 #      counts for GELU and softmax);
-#   2. NCCL with one rank (and with every GPU of this node under mpirun when there are several);
+#   2. NCCL with one rank (and with every GPU of this node under mpirun when there are several;
+#      with 4 or more, mlp_stack and gpt at tp 4 under --comm nccl against sim);
 #   3. GPU vs CPU per case: the same layout run with --backend cpu and --backend cuda, the two
 #      dumps compared (`equiv compare`) in fp32 and bf16;
 #   4. the docs sizes on the GPU: row_parallel --size docs and gpt --size docs (forward only,
@@ -55,6 +56,25 @@ if [ -x "$build/nccl_transport_test" ]; then
         as_root=()
         [ "$(id -u)" -eq 0 ] && as_root=(--allow-run-as-root)
         run mpirun "${as_root[@]}" -np "$gpus" "$build/nccl_transport_test"
+    fi
+    if [ "$gpus" -ge 4 ] && command -v mpirun >/dev/null; then
+        # The stacked cases one process per GPU (tp 4, NCCL collectives), against the sim run of
+        # the same layout: CPU GEMMs on both, so what differs is NCCL's reduction order against the
+        # emulated ring (equal bit for bit where NCCL runs one ring in rank order); then the GEMMs
+        # on cuBLAS too.
+        as_root=()
+        [ "$(id -u)" -eq 0 ] && as_root=(--allow-run-as-root)
+        for kase in mlp_stack gpt; do
+            dir="$out/$kase-nccl"
+            mkdir -p "$dir"
+            run "$equiv" --case "$kase" --tp 4 --dtype bf16 --out "$dir/sim"
+            run mpirun "${as_root[@]}" -np 4 "$build/equiv" --case "$kase" --tp 4 --dtype bf16 --comm nccl \
+                --out "$dir/nccl"
+            run "$equiv" compare "$dir/sim/$kase-bf16-dp1-tp4.h5" "$dir/nccl/$kase-bf16-dp1-tp4.h5" --expect within \
+                --out "$dir/sim-vs-nccl"
+            run mpirun "${as_root[@]}" -np 4 "$build/equiv" --case "$kase" --tp 4 --dtype bf16 --comm nccl \
+                --backend cuda --out "$dir/nccl-cuda"
+        done
     fi
 else
     echo "(not built: the NCCL transport needs cuda, nccl and mpi at meson setup)"

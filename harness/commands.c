@@ -418,6 +418,7 @@ eq_status eq_cmd_list(const eq_cli *cli)
             if (eq_models[i]->multi_process) printf(" %s", eq_models[i]->name);
         printf(")");
     }
+    if (EQUIV_HAVE_NCCL) printf(" nccl (the same models, NCCL collectives, one GPU per process)");
     printf("\n");
 cleanup:
     free(kase);

@@ -12,7 +12,14 @@
  *   sum: each rank's loss partial is normalised by the global count, gradients SUM all-reduced.
  * Captured activation gradients are those of the global mean loss under both conventions (see
  * capture_out_grad). Biases are left out: Megatron zeroes them (seed 002 section 1) and they would add nothing here.
- * Injected bugs touch block 0 only (its fc1 shards, its fc2 all-reduce) and the dp reduction. */
+ * Injected bugs touch block 0 only (its fc1 shards, its fc2 all-reduce) and the dp reduction.
+ *
+ * Under --comm mpi or nccl (step->world) each process runs its own (dp_rank, tp_rank): its
+ * replica's batch columns, its heads and its column/row shards; the tp collectives of the block
+ * and the dp reduction run over its groups. Then everything captured is gathered to the full shape
+ * the sim run holds (copies, no arithmetic): sharded activations over tp, every activation and
+ * activation gradient over dp, the sharded weights' gradients over tp after the dp reduction. So
+ * every process holds the sim run's capture, and rank 0's dump equals it bit for bit. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +65,7 @@ static eq_status init_params(const eq_step *step, const gpt_sizes *z, int layer,
     eq_status st = gpt_params_alloc(p, z, step->dtype);
     if (st != EQ_OK) return st;
     char name[EQ_NAME_MAX];
-#define GPT_INIT(field, ndim, d0, d1, init, std)                                                      \
+#define GPT_INIT(field, ndim, d0, d1, init, std, split)                                               \
     snprintf(name, sizeof name, "layers/%02d/" #field, layer);                                      \
     for (int64_t i = 0; i < eq_tensor_numel(&p->field); i++)                                         \
         if (init == GPT_INIT_ONE) eq_tensor_set(&p->field, i, 1.0);                                  \
@@ -78,9 +85,10 @@ typedef struct {
     gpt_block_acts *full_acts;     /* [L] activations over the whole batch, for the capture (lean: out only) */
     eq_tensor *full_out_grad;      /* [L] gradient of each block's output, whole batch */
     eq_tensor full_lnf_out;
-    gpt_block_params *grads;       /* [dp * L] each replica's parameter gradients */
-    eq_tensor *lnf_grads;          /* [dp * 2] gamma, beta */
-    double *loss;                  /* [dp] each replica's loss partial */
+    int replicas;                  /* replicas computed here: dp (sim), or 1 (this process's) */
+    gpt_block_params *grads;       /* [replicas * L] each local replica's parameter gradients */
+    eq_tensor *lnf_grads;          /* [replicas * 2] gamma, beta */
+    double *loss;                  /* [replicas] each local replica's loss partial */
 } gpt_run;
 
 /* A block output's gradient, captured in units of the global mean loss. Under avg each rank
@@ -89,36 +97,39 @@ typedef struct {
 static eq_status capture_out_grad(const eq_step *step, const eq_tensor *dh, int d, eq_tensor *full)
 {
     const int dp = step->layout.dp;
-    if (step->grads == EQ_GRAD_SUM || dp == 1) {
-        eq_batch_shard_scatter(dh, dp, d, full);
-        return EQ_OK;
-    }
+    if (step->grads == EQ_GRAD_SUM || dp == 1) return eq_dp_gather_batch(step, dh, d, full);
     eq_tensor scaled;
     eq_status st = eq_tensor_clone(&scaled, dh);
     if (st != EQ_OK) return st;
     for (int64_t i = 0; i < eq_tensor_numel(&scaled); i++) eq_tensor_set(&scaled, i, eq_tensor_get(&scaled, i) / dp);
-    eq_batch_shard_scatter(&scaled, dp, d, full);
+    st = eq_dp_gather_batch(step, &scaled, d, full);
     eq_tensor_free(&scaled);
-    return EQ_OK;
+    return st;
 }
 
-/* The block activations a run captures: all of them, or (lean, for the docs size) the output. */
-static void scatter_acts(const gpt_run *run, const gpt_block_acts *local, int dp, int d, gpt_block_acts *full)
+/* The block activations a run captures, all of them or (lean, for the docs size) the output, into
+ * the whole batch's: replica d's batch columns (sim), or every replica's (multi-process, where the
+ * tp-sharded ones are first completed in place from the other tp ranks' blocks). */
+static eq_status collect_acts(const eq_step *step, const gpt_run *run, gpt_block_acts *local, int d,
+                              gpt_block_acts *full)
 {
-    if (!run->capture_all) {
-        eq_batch_shard_scatter(&local->out, dp, d, &full->out);
-        return;
-    }
-#define GPT_SCATTER(name, last_dim) eq_batch_shard_scatter(&local->name, dp, d, &full->name);
-    GPT_BLOCK_ACTS(GPT_SCATTER)
-#undef GPT_SCATTER
+    eq_status st = EQ_OK;
+    if (!run->capture_all) return eq_dp_gather_batch(step, &local->out, d, &full->out);
+#define GPT_COLLECT(name, last_dim, sharded)                        \
+    if (sharded) EQ_TRY(eq_tp_gather_columns(step, &local->name)); \
+    EQ_TRY(eq_dp_gather_batch(step, &local->name, d, &full->name));
+    GPT_BLOCK_ACTS(GPT_COLLECT)
+#undef GPT_COLLECT
+cleanup:
+    return st;
 }
 
-/* One data-parallel replica: forward through every block, the final LayerNorm and the loss, then
- * (unless forward-only) the backward. Activation checkpointing: only each block's input is kept;
- * the backward recomputes a block's activations from it, bit for bit as the forward made them,
- * so the docs size (28 blocks of [4096, 2, *]) fits in memory. */
-static eq_status replica_step(const eq_step *step, gpt_run *run, int d)
+/* One data-parallel replica, d, kept at `slot` of the run's per-replica arrays: forward through
+ * every block, the final LayerNorm and the loss, then (unless forward-only) the backward.
+ * Activation checkpointing: only each block's input is kept; the backward recomputes a block's
+ * activations from it, bit for bit as the forward made them, so the docs size (28 blocks of
+ * [4096, 2, *]) fits in memory. */
+static eq_status replica_step(const eq_step *step, gpt_run *run, int d, int slot)
 {
     eq_status st = EQ_OK;
     const gpt_sizes *z = &run->z;
@@ -144,17 +155,18 @@ static eq_status replica_step(const eq_step *step, gpt_run *run, int d)
         eq_step block_step = *step;
         if (l != 0) block_step.bugs &= ~(unsigned)(EQ_BUG_SKIP_ALLREDUCE | EQ_BUG_SHARD_OFFSET);
         EQ_TRY(gpt_block_forward(&block_step, z, &run->params[l], &inputs[l], &acts));
-        scatter_acts(run, &acts, dp, d, &run->full_acts[l]);
+        EQ_TRY(collect_acts(step, run, &acts, d, &run->full_acts[l]));
         EQ_TRY(eq_tensor_clone(&inputs[l + 1], &acts.out));
     }
     EQ_TRY(step->backend->ops->layernorm_forward(step->dtype, tokens, H, lnf_out.data, lnf_mean, lnf_rstd,
                                                  inputs[L].data, run->lnf_gamma.data, run->lnf_beta.data));
-    eq_batch_shard_scatter(&lnf_out, dp, d, &run->full_lnf_out);
+    EQ_TRY(eq_dp_gather_batch(step, &lnf_out, d, &run->full_lnf_out));
     const double count = step->grads == EQ_GRAD_SUM ? (double)(z->seq * z->batch * H) : (double)(tokens * H);
-    EQ_TRY(eq_mse_forward_backward(step->dtype, tokens * H, count, lnf_out.data, target.data, &run->loss[d], dy.data));
+    EQ_TRY(eq_mse_forward_backward(step->dtype, tokens * H, count, lnf_out.data, target.data, &run->loss[slot],
+                                   dy.data));
     if (step->forward_only) goto cleanup;
 
-    eq_tensor *lnf_g = &run->lnf_grads[2 * d];
+    eq_tensor *lnf_g = &run->lnf_grads[2 * slot];
     EQ_TRY(eq_layernorm_backward(step->dtype, tokens, H, dh.data, lnf_g[0].data, lnf_g[1].data, dy.data,
                                  inputs[L].data, lnf_mean, lnf_rstd, run->lnf_gamma.data));
     for (int l = L - 1; l >= 0; l--) {
@@ -162,7 +174,7 @@ static eq_status replica_step(const eq_step *step, gpt_run *run, int d)
         if (l != 0) block_step.bugs &= ~(unsigned)(EQ_BUG_SKIP_ALLREDUCE | EQ_BUG_SHARD_OFFSET);
         EQ_TRY(gpt_block_forward(&block_step, z, &run->params[l], &inputs[l], &acts)); /* recompute */
         EQ_TRY(capture_out_grad(step, &dh, d, &run->full_out_grad[l]));
-        EQ_TRY(gpt_block_backward(step, z, &run->params[l], &inputs[l], &acts, &dh, &dx, &run->grads[d * L + l]));
+        EQ_TRY(gpt_block_backward(step, z, &run->params[l], &inputs[l], &acts, &dh, &dx, &run->grads[slot * L + l]));
         eq_tensor swap = dh;
         dh = dx, dx = swap;
     }
@@ -174,7 +186,8 @@ cleanup:
     return st;
 }
 
-/* All-reduce one gradient over the dp replicas (bufs[d], count elements) by the convention. */
+/* All-reduce one gradient over the dp replicas (bufs[i] of the local ones, count elements) by the
+ * convention. */
 static eq_status reduce_over_dp(const eq_step *step, void **bufs, int64_t count, eq_dtype dt)
 {
     const int dp = step->layout.dp;
@@ -182,7 +195,7 @@ static eq_status reduce_over_dp(const eq_step *step, void **bufs, int64_t count,
     eq_status st = eq_all_reduce(&dp_group, bufs, (size_t)count, dt,
                                  step->grads == EQ_GRAD_SUM ? EQ_REDOP_SUM : EQ_REDOP_AVG);
     if (st != EQ_OK || !(step->bugs & EQ_BUG_GRAD_AVG_TWICE) || dp == 1) return st;
-    for (int d = 0; d < dp; d++) /* the injected bug: divided by dp a second time */
+    for (int d = 0; d < dp_group.n_local; d++) /* the injected bug: divided by dp a second time */
         for (int64_t i = 0; i < count; i++) eq_buffer_set(dt, bufs[d], i, eq_buffer_get(dt, bufs[d], i) / dp);
     return EQ_OK;
 }
@@ -190,27 +203,53 @@ static eq_status reduce_over_dp(const eq_step *step, void **bufs, int64_t count,
 static eq_status reduce_gradients(const eq_step *step, gpt_run *run)
 {
     eq_status st = EQ_OK;
-    const int dp = step->layout.dp, L = (int)run->z.layers;
-    void **bufs = calloc((size_t)(unsigned)dp, sizeof *bufs);
+    const int n = run->replicas, L = (int)run->z.layers;
+    void **bufs = calloc((size_t)(unsigned)n, sizeof *bufs);
     if (bufs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "gpt: no memory for the dp reduction");
     for (int l = 0; l < L && st == EQ_OK; l++) {
-#define GPT_REDUCE(name, ndim, d0, d1, init, std)                                                            \
-    for (int d = 0; d < dp; d++) bufs[d] = run->grads[d * L + l].name.data;                                \
+#define GPT_REDUCE(name, ndim, d0, d1, init, std, split)                                     \
+    for (int d = 0; d < n; d++) bufs[d] = run->grads[d * L + l].name.data;                  \
     if (st == EQ_OK) st = reduce_over_dp(step, bufs, eq_tensor_numel(&run->grads[l].name), step->dtype);
         GPT_BLOCK_PARAMS(GPT_REDUCE)
 #undef GPT_REDUCE
     }
     for (int k = 0; k < 2 && st == EQ_OK; k++) {
-        for (int d = 0; d < dp; d++) bufs[d] = run->lnf_grads[2 * d + k].data;
+        for (int d = 0; d < n; d++) bufs[d] = run->lnf_grads[2 * d + k].data;
         st = reduce_over_dp(step, bufs, run->z.hidden, step->dtype);
     }
-    /* The loss, in fp64 with the same reduction (one value per replica). */
-    for (int d = 0; d < dp && st == EQ_OK; d++) bufs[d] = &run->loss[d];
-    if (st == EQ_OK) {
-        eq_group dp_group = eq_step_dp_group(step);
-        st = eq_all_reduce(&dp_group, bufs, 1, EQ_FP64, step->grads == EQ_GRAD_SUM ? EQ_REDOP_SUM : EQ_REDOP_AVG);
-    }
     free(bufs);
+    return st;
+}
+
+/* The loss over the dp replicas, in fp64 with the gradients' reduction (one value per replica):
+ * avg of the local means, or the sum of the partials normalised by the global count; both the
+ * global mean. Forward-only too. */
+static eq_status reduce_loss(const eq_step *step, gpt_run *run)
+{
+    void **bufs = calloc((size_t)(unsigned)run->replicas, sizeof *bufs);
+    if (bufs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "gpt: no memory for the loss reduction");
+    for (int d = 0; d < run->replicas; d++) bufs[d] = &run->loss[d];
+    eq_group dp_group = eq_step_dp_group(step);
+    eq_status st = eq_all_reduce(&dp_group, bufs, 1, EQ_FP64, step->grads == EQ_GRAD_SUM ? EQ_REDOP_SUM : EQ_REDOP_AVG);
+    free(bufs);
+    return st;
+}
+
+/* Multi-process: after the dp reduction each tp rank holds its shard of the sharded weights'
+ * gradients (the rest of the tensor unused); the other ranks' shards are gathered in (sim: all
+ * there already). */
+static eq_status gather_gradients(const eq_step *step, gpt_run *run)
+{
+    eq_status st = EQ_OK;
+    for (int l = 0; l < (int)run->z.layers; l++) {
+        gpt_block_params *g = &run->grads[l];
+#define GPT_GATHER(name, ndim, d0, d1, init, std, split)                           \
+    if (split == GPT_SPLIT_ROWS) EQ_TRY(eq_tp_gather_rows(step, &g->name));         \
+    if (split == GPT_SPLIT_COLUMNS) EQ_TRY(eq_tp_gather_columns(step, &g->name));
+        GPT_BLOCK_PARAMS(GPT_GATHER)
+#undef GPT_GATHER
+    }
+cleanup:
     return st;
 }
 
@@ -221,19 +260,20 @@ static eq_status capture_run(const eq_step *step, gpt_run *run, eq_capture *cap)
     eq_tensor loss = {0};
     EQ_TRY(eq_capture_add(cap, 0, "input", EQ_ROLE_INPUT, &run->input));
     for (int l = 0; l < L; l++) {
-        gpt_block_params *p = &run->params[l], *g = &run->grads[l]; /* replica 0 holds the reduced grads */
+        gpt_block_params *p = &run->params[l], *g = &run->grads[l]; /* slot 0 holds the reduced grads */
         gpt_block_acts *a = &run->full_acts[l];
-#define GPT_CAPTURE_PARAM(name, ndim, d0, d1, init, std) EQ_TRY(eq_capture_add(cap, l, #name, EQ_ROLE_PARAM, &p->name));
+#define GPT_CAPTURE_PARAM(name, ndim, d0, d1, init, std, split) \
+    EQ_TRY(eq_capture_add(cap, l, #name, EQ_ROLE_PARAM, &p->name));
         GPT_BLOCK_PARAMS(GPT_CAPTURE_PARAM)
 #undef GPT_CAPTURE_PARAM
-#define GPT_CAPTURE_ACT(name, last) \
+#define GPT_CAPTURE_ACT(name, last, sharded) \
     if (run->capture_all) EQ_TRY(eq_capture_add(cap, l, #name, EQ_ROLE_ACTIVATION, &a->name));
         GPT_BLOCK_ACTS(GPT_CAPTURE_ACT)
 #undef GPT_CAPTURE_ACT
         if (!run->capture_all) EQ_TRY(eq_capture_add(cap, l, "out", EQ_ROLE_ACTIVATION, &a->out));
         if (!grads) continue;
         EQ_TRY(eq_capture_add(cap, l, "out_grad", EQ_ROLE_GRAD, &run->full_out_grad[l]));
-#define GPT_CAPTURE_GRAD(name, ndim, d0, d1, init, std) \
+#define GPT_CAPTURE_GRAD(name, ndim, d0, d1, init, std, split) \
     EQ_TRY(eq_capture_add(cap, l, #name "_grad", EQ_ROLE_GRAD, &g->name));
         GPT_BLOCK_PARAMS(GPT_CAPTURE_GRAD)
 #undef GPT_CAPTURE_GRAD
@@ -253,14 +293,15 @@ cleanup:
     return st;
 }
 
-static void free_run(gpt_run *run, int dp)
+static void free_run(gpt_run *run)
 {
+    const int n = run->replicas;
     const int L = (int)run->z.layers;
     for (int l = 0; run->params && l < L; l++) gpt_params_free(&run->params[l]);
     for (int l = 0; run->full_acts && l < L; l++) gpt_acts_free(&run->full_acts[l]);
     for (int l = 0; run->full_out_grad && l < L; l++) eq_tensor_free(&run->full_out_grad[l]);
-    for (int i = 0; run->grads && i < dp * L; i++) gpt_params_free(&run->grads[i]);
-    for (int i = 0; run->lnf_grads && i < 2 * dp; i++) eq_tensor_free(&run->lnf_grads[i]);
+    for (int i = 0; run->grads && i < n * L; i++) gpt_params_free(&run->grads[i]);
+    for (int i = 0; run->lnf_grads && i < 2 * n; i++) eq_tensor_free(&run->lnf_grads[i]);
     free(run->params), free(run->full_acts), free(run->full_out_grad), free(run->grads), free(run->lnf_grads);
     free(run->loss);
     eq_tensor_free(&run->lnf_gamma), eq_tensor_free(&run->lnf_beta), eq_tensor_free(&run->input);
@@ -272,7 +313,9 @@ static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
     eq_status st = EQ_OK;
     gpt_run run;
     memset(&run, 0, sizeof run);
-    const int dp = step->layout.dp;
+    const eq_group dp_group = eq_step_dp_group(step); /* the replicas computed here */
+    const int n = dp_group.n_local;
+    run.replicas = n;
     EQ_TRY(read_sizes(step, &run.z));
     run.capture_all = eq_size_get_or(step->size, "lean_capture", 0) == 0;
     const gpt_sizes *z = &run.z;
@@ -280,11 +323,11 @@ static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
     run.params = calloc((size_t)L, sizeof *run.params);
     run.full_acts = calloc((size_t)L, sizeof *run.full_acts);
     run.full_out_grad = calloc((size_t)L, sizeof *run.full_out_grad);
-    run.grads = calloc((size_t)(dp * L), sizeof *run.grads);
-    run.lnf_grads = calloc((size_t)(2 * dp), sizeof *run.lnf_grads);
-    run.loss = calloc((size_t)dp, sizeof *run.loss);
+    run.grads = calloc((size_t)(n * L), sizeof *run.grads);
+    run.lnf_grads = calloc((size_t)(2 * n), sizeof *run.lnf_grads);
+    run.loss = calloc((size_t)n, sizeof *run.loss);
     if (!run.params || !run.full_acts || !run.full_out_grad || !run.grads || !run.lnf_grads || !run.loss) {
-        st = EQ_FAIL(EQ_ERR_NOMEM, "gpt: no memory for %d layers x %d replicas", L, dp);
+        st = EQ_FAIL(EQ_ERR_NOMEM, "gpt: no memory for %d layers x %d replicas", L, n);
         goto cleanup;
     }
     const int64_t x_shape[3] = {z->seq, z->batch, z->hidden};
@@ -302,16 +345,18 @@ static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
         else EQ_TRY(eq_tensor_init(&run.full_acts[l].out, step->dtype, 3, x_shape));
         if (step->forward_only) continue;
         EQ_TRY(eq_tensor_init(&run.full_out_grad[l], step->dtype, 3, x_shape));
-        for (int d = 0; d < dp; d++) EQ_TRY(gpt_params_alloc(&run.grads[d * L + l], z, step->dtype));
+        for (int i = 0; i < n; i++) EQ_TRY(gpt_params_alloc(&run.grads[i * L + l], z, step->dtype));
     }
-    for (int i = 0; i < 2 * dp && !step->forward_only; i++)
+    for (int i = 0; i < 2 * n && !step->forward_only; i++)
         EQ_TRY(eq_tensor_init(&run.lnf_grads[i], step->dtype, 1, &z->hidden));
 
-    for (int d = 0; d < dp; d++) EQ_TRY(replica_step(step, &run, d));
+    for (int i = 0; i < n; i++) EQ_TRY(replica_step(step, &run, dp_group.first_local + i, i));
     if (!step->forward_only) EQ_TRY(reduce_gradients(step, &run));
+    if (!step->forward_only) EQ_TRY(gather_gradients(step, &run));
+    EQ_TRY(reduce_loss(step, &run));
     EQ_TRY(capture_run(step, &run, cap));
 cleanup:
-    free_run(&run, dp);
+    free_run(&run);
     return st;
 }
 
@@ -331,4 +376,5 @@ const eq_model eq_model_gpt = {
     .check = gpt_check,
     .run = gpt_run_step,
     .gemm_sites = gpt_sites,
+    .multi_process = 1,
 };

@@ -11,7 +11,7 @@ eq_status gpt_params_alloc(gpt_block_params *p, const gpt_sizes *z, eq_dtype dt)
 {
     eq_status st = EQ_OK;
     memset(p, 0, sizeof *p);
-#define GPT_ALLOC(name, ndim, d0, d1, init, std)            \
+#define GPT_ALLOC(name, ndim, d0, d1, init, std, split)            \
     {                                                       \
         const int64_t shape[2] = {(d0), (d1)}; /* 1-D: d0 only */ \
         EQ_TRY(eq_tensor_init(&p->name, dt, ndim, shape));  \
@@ -26,7 +26,7 @@ cleanup:
 
 void gpt_params_free(gpt_block_params *p)
 {
-#define GPT_FREE(name, ndim, d0, d1, init, std) eq_tensor_free(&p->name);
+#define GPT_FREE(name, ndim, d0, d1, init, std, split) eq_tensor_free(&p->name);
     GPT_BLOCK_PARAMS(GPT_FREE)
 #undef GPT_FREE
 }
@@ -36,7 +36,7 @@ eq_status gpt_acts_alloc(gpt_block_acts *a, const gpt_sizes *z, int64_t local_ba
     eq_status st = EQ_OK;
     memset(a, 0, sizeof *a);
     const int64_t tokens = z->seq * local_batch;
-#define GPT_ALLOC(name, last)                                       \
+#define GPT_ALLOC(name, last, sharded)                                       \
     {                                                               \
         const int64_t shape[3] = {z->seq, local_batch, (last)};     \
         EQ_TRY(eq_tensor_init(&a->name, dt, 3, shape));             \
@@ -59,7 +59,7 @@ cleanup:
 
 void gpt_acts_free(gpt_block_acts *a)
 {
-#define GPT_FREE(name, last) eq_tensor_free(&a->name);
+#define GPT_FREE(name, last, sharded) eq_tensor_free(&a->name);
     GPT_BLOCK_ACTS(GPT_FREE)
 #undef GPT_FREE
     free(a->ln1_mean), free(a->ln1_rstd), free(a->ln2_mean), free(a->ln2_rstd);
@@ -84,7 +84,8 @@ static void put_columns(size_t elem, int64_t tokens, int64_t full, int64_t c0, i
 }
 
 /* Attention on each tensor-parallel rank's heads: rank r takes its column blocks of qkv (and of
- * dctx for the backward), runs its NH/tp heads, and writes its blocks of ctx (or dqkv). */
+ * dctx for the backward), runs its NH/tp heads, and writes its blocks of ctx (or dqkv). Every rank
+ * under sim; this process's one under --comm mpi/nccl (no collective: heads are independent). */
 static eq_status attention_over_ranks(const eq_step *step, const gpt_sizes *z, int64_t local_batch, int backward,
                                       const eq_tensor *qkv, const eq_tensor *dctx, eq_tensor *out)
 {
@@ -99,7 +100,8 @@ static eq_status attention_over_ranks(const eq_step *step, const gpt_sizes *z, i
         st = EQ_FAIL(EQ_ERR_NOMEM, "attention: no memory for a rank's heads");
         goto cleanup;
     }
-    for (int r = 0; r < tp; r++) {
+    const eq_group tp_group = eq_step_tp_group(step);
+    for (int r = tp_group.first_local; r < tp_group.first_local + tp_group.n_local; r++) {
         take_columns(elem, tokens, 3 * z->hidden, r * qkv_w, qkv_w, qkv->data, qkv_r);
         if (!backward) {
             EQ_TRY(eq_attention_forward(step->backend, step->dtype, z->seq, local_batch, heads, D, ctx_r, qkv_r));

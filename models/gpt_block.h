@@ -25,44 +25,51 @@ typedef struct {
     int64_t seq, batch, hidden, heads, ffn, layers;
 } gpt_sizes;
 
-/* Parameters of one block: field, dims (1-D for LayerNorm vectors), init. One table: struct
- * fields, shapes, init, gradients and capture names all come from it. Init: LayerNorm gamma 1,
- * beta 0 (seed 002 section 1); weights N(0, 1/fan_in), the output projections (proj, fc2) scaled
- * by 1/sqrt(2 L) as GPT-2 and Megatron scale them, so the residual stream stays O(1). */
-#define GPT_BLOCK_PARAMS(X)                                                               \
-    X(ln1_gamma, 1, z->hidden, 0, GPT_INIT_ONE, 0)                                       \
-    X(ln1_beta, 1, z->hidden, 0, GPT_INIT_ZERO, 0)                                       \
-    X(qkv_weight, 2, 3 * z->hidden, z->hidden, GPT_INIT_NORMAL, 1.0 / sqrt((double)z->hidden)) \
-    X(proj_weight, 2, z->hidden, z->hidden, GPT_INIT_NORMAL,                             \
-      1.0 / sqrt((double)z->hidden * 2.0 * (double)z->layers))                           \
-    X(ln2_gamma, 1, z->hidden, 0, GPT_INIT_ONE, 0)                                       \
-    X(ln2_beta, 1, z->hidden, 0, GPT_INIT_ZERO, 0)                                       \
-    X(fc1_weight, 2, z->ffn, z->hidden, GPT_INIT_NORMAL, 1.0 / sqrt((double)z->hidden))  \
-    X(fc2_weight, 2, z->hidden, z->ffn, GPT_INIT_NORMAL, 1.0 / sqrt((double)z->ffn * 2.0 * (double)z->layers))
+/* Parameters of one block: field, dims (1-D for LayerNorm vectors), init, and how tensor
+ * parallelism splits it (its gradient is gathered that way under --comm mpi/nccl). One table:
+ * struct fields, shapes, init, gradients and capture names all come from it. Init: LayerNorm gamma
+ * 1, beta 0 (seed 002 section 1); weights N(0, 1/fan_in), the output projections (proj, fc2)
+ * scaled by 1/sqrt(2 L) as GPT-2 and Megatron scale them, so the residual stream stays O(1).
+ * Split: column-parallel weights by rows (output features), row-parallel ones by columns
+ * (reduction features), LayerNorm vectors replicated on every tp rank. */
+#define GPT_BLOCK_PARAMS(X)                                                                                \
+    X(ln1_gamma, 1, z->hidden, 0, GPT_INIT_ONE, 0, GPT_SPLIT_NONE)                                         \
+    X(ln1_beta, 1, z->hidden, 0, GPT_INIT_ZERO, 0, GPT_SPLIT_NONE)                                         \
+    X(qkv_weight, 2, 3 * z->hidden, z->hidden, GPT_INIT_NORMAL, 1.0 / sqrt((double)z->hidden), GPT_SPLIT_ROWS) \
+    X(proj_weight, 2, z->hidden, z->hidden, GPT_INIT_NORMAL,                                               \
+      1.0 / sqrt((double)z->hidden * 2.0 * (double)z->layers), GPT_SPLIT_COLUMNS)                          \
+    X(ln2_gamma, 1, z->hidden, 0, GPT_INIT_ONE, 0, GPT_SPLIT_NONE)                                         \
+    X(ln2_beta, 1, z->hidden, 0, GPT_INIT_ZERO, 0, GPT_SPLIT_NONE)                                         \
+    X(fc1_weight, 2, z->ffn, z->hidden, GPT_INIT_NORMAL, 1.0 / sqrt((double)z->hidden), GPT_SPLIT_ROWS)    \
+    X(fc2_weight, 2, z->hidden, z->ffn, GPT_INIT_NORMAL, 1.0 / sqrt((double)z->ffn * 2.0 * (double)z->layers), \
+      GPT_SPLIT_COLUMNS)
 
-/* Activations of one block kept for the backward and captured: field, last dim. */
+/* Activations of one block kept for the backward and captured: field, last dim, and whether it is
+ * sharded over tp (rank r holds column block r: the column-parallel outputs and the heads'
+ * context) or replicated. */
 #define GPT_BLOCK_ACTS(X)         \
-    X(ln1_out, z->hidden)         \
-    X(qkv, 3 * z->hidden)         \
-    X(attn_ctx, z->hidden)        \
-    X(attn_out, z->hidden)        \
-    X(resid, z->hidden)           \
-    X(ln2_out, z->hidden)         \
-    X(fc1_out, z->ffn)            \
-    X(gelu_out, z->ffn)           \
-    X(mlp_out, z->hidden)         \
-    X(out, z->hidden)
+    X(ln1_out, z->hidden, 0)      \
+    X(qkv, 3 * z->hidden, 1)      \
+    X(attn_ctx, z->hidden, 1)     \
+    X(attn_out, z->hidden, 0)     \
+    X(resid, z->hidden, 0)        \
+    X(ln2_out, z->hidden, 0)      \
+    X(fc1_out, z->ffn, 1)         \
+    X(gelu_out, z->ffn, 1)        \
+    X(mlp_out, z->hidden, 0)      \
+    X(out, z->hidden, 0)
 
 enum { GPT_INIT_ONE, GPT_INIT_ZERO, GPT_INIT_NORMAL };
+enum { GPT_SPLIT_NONE, GPT_SPLIT_ROWS, GPT_SPLIT_COLUMNS };
 
 typedef struct {
-#define GPT_FIELD(name, ndim, d0, d1, init, std) eq_tensor name;
+#define GPT_FIELD(name, ndim, d0, d1, init, std, split) eq_tensor name;
     GPT_BLOCK_PARAMS(GPT_FIELD)
 #undef GPT_FIELD
 } gpt_block_params;
 
 typedef struct {
-#define GPT_FIELD(name, last) eq_tensor name;
+#define GPT_FIELD(name, last, sharded) eq_tensor name;
     GPT_BLOCK_ACTS(GPT_FIELD)
 #undef GPT_FIELD
     double *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [T] each, for the LayerNorm backwards */

@@ -63,7 +63,8 @@ static void init_block(gpt_block_params *p, eq_tensor *x, eq_tensor *w)
     const gpt_sizes *z = &sizes;
     EQ_EXPECT_OK(gpt_params_alloc(p, z, EQ_FP64));
     /* Random LayerNorm parameters too (not 1 and 0), so their gradients are exercised fully. */
-#define INIT(name, ndim, d0, d1, init, std) eq_rng_fill_normal(&p->name, 3, #name, init == GPT_INIT_NORMAL ? 0.5 : 0.3);
+#define INIT(name, ndim, d0, d1, init, std, split) \
+    eq_rng_fill_normal(&p->name, 3, #name, init == GPT_INIT_NORMAL ? 0.5 : 0.3);
     GPT_BLOCK_PARAMS(INIT)
 #undef INIT
     for (int64_t i = 0; i < z->hidden; i++) {
@@ -92,7 +93,7 @@ static void test_block_gradients(void)
 
     double e = worst_fd(&p, &x, &w, &x, &dx, 1);
     EQ_EXPECT(e < 1e-6, "block input gradient vs FD: %.2e", e);
-#define CHECK(name, ndim, d0, d1, init, std)                                                  \
+#define CHECK(name, ndim, d0, d1, init, std, split)                                                  \
     e = worst_fd(&p, &x, &w, &p.name, &g.name, eq_tensor_numel(&p.name) > 64 ? 7 : 1);       \
     EQ_EXPECT(e < 1e-6, #name " gradient vs FD: %.2e", e);
     GPT_BLOCK_PARAMS(CHECK)

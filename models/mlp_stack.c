@@ -11,7 +11,11 @@
  *   layers/l/fc1_weight [F, H] ~ N(0, 1/H)   std 1/sqrt(fan-in): activations stay at std ~1
  *   layers/l/fc2_weight [H, F] ~ N(0, 1/F)
  *   layers/l/fc1_out    [S, B, F]
- *   layers/l/out        [S, B, H]           the layer output, h_{l+1} */
+ *   layers/l/out        [S, B, H]           the layer output, h_{l+1}
+ *
+ * Under --comm mpi or nccl (step->world) each process runs its own (dp_rank, tp_rank): its replica's
+ * batch columns and its fc1 column block and fc2 partial; fc1_out is all-gathered over tp and each
+ * layer's captures over dp, so every process holds the full tensors the sim run holds. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -113,7 +117,9 @@ static eq_status mlp_run(const eq_step *step, eq_capture *cap)
     EQ_TRY(eq_tensor_init(&input, step->dtype, 3, in_shape));
     eq_rng_fill_normal(&input, step->seed, "layers/00/input", 1.0);
 
-    /* Layer by layer, every replica in turn; `full_out` of layer l is the input of layer l+1. */
+    /* Layer by layer, every replica in turn (sim), or this process's (multi-process); `full_out`
+     * of layer l is the input of layer l+1. */
+    const eq_group dp_group = eq_step_dp_group(step);
     EQ_TRY(eq_tensor_clone(&full_out, &input));
     EQ_TRY(eq_capture_add(cap, 0, "input", EQ_ROLE_INPUT, &input));
     for (int layer = 0; layer < (int)z->layers; layer++) {
@@ -122,15 +128,14 @@ static eq_status mlp_run(const eq_step *step, eq_capture *cap)
         eq_tensor layer_in = full_out;
         memset(&full_out, 0, sizeof full_out);
         st = eq_tensor_init(&full_out, step->dtype, 3, in_shape);
-        for (int d = 0; d < dp && st == EQ_OK; d++) {
+        for (int d = dp_group.first_local; d < dp_group.first_local + dp_group.n_local && st == EQ_OK; d++) {
             st = eq_batch_shard_gather(&layer_in, dp, d, &h);
             if (st == EQ_OK) st = eq_tensor_init(&local_fc1, step->dtype, 3, local_fc1_shape);
             if (st == EQ_OK) st = eq_tensor_init(&local_out, step->dtype, 3, local_out_shape);
             if (st == EQ_OK) st = replica_layer(step, &params, &h, &local_fc1, &local_out);
-            if (st == EQ_OK) {
-                eq_batch_shard_scatter(&local_fc1, dp, d, &full_fc1);
-                eq_batch_shard_scatter(&local_out, dp, d, &full_out);
-            }
+            if (st == EQ_OK) st = eq_tp_gather_columns(step, &local_fc1); /* the other tp ranks' blocks */
+            if (st == EQ_OK) st = eq_dp_gather_batch(step, &local_fc1, d, &full_fc1);
+            if (st == EQ_OK) st = eq_dp_gather_batch(step, &local_out, d, &full_out);
             eq_tensor_free(&h);
             eq_tensor_free(&local_fc1);
             eq_tensor_free(&local_out);
@@ -161,4 +166,5 @@ const eq_model eq_model_mlp_stack = {
     .check = mlp_check,
     .run = mlp_run,
     .gemm_sites = mlp_sites,
+    .multi_process = 1,
 };

@@ -84,10 +84,13 @@ eq_status eq_row_parallel_forward(const eq_step *step, eq_tensor *out, const eq_
         const char *w_rank = (const char *)weight->data + (size_t)(r * shard) * elem;
         st = step->backend->gemm_nt(step->dtype, M, N, shard, in_rank, K, w_rank, K, partials[i], N);
     }
-    /* The injected bug keeps the first local partial: rank 0's under sim, each rank its own under
-     * mpi. */
+    /* The injected bug keeps rank 0's partial instead of the sum: under sim the first local one;
+     * multi-process, rank 0's is broadcast (a copy), so every tp rank goes on with what the sim run
+     * goes on with and the layers after it match sim too. */
     if (st == EQ_OK && !(step->bugs & EQ_BUG_SKIP_ALLREDUCE))
         st = eq_all_reduce(&tp_group, partials, (size_t)(M * N), step->dtype, EQ_REDOP_SUM);
+    else if (st == EQ_OK && tp_group.n_local < tp_group.size)
+        st = eq_broadcast(&tp_group, partials, (size_t)(M * N), step->dtype, 0);
     if (st == EQ_OK) memcpy(out->data, partials[0], (size_t)(M * N) * elem);
     free_rank_buffers(partials, tp_group.n_local);
     return st;
@@ -168,4 +171,71 @@ void eq_batch_shard_scatter(const eq_tensor *local, int dp, int d, eq_tensor *fu
     for (int64_t s = 0; s < S; s++)
         memcpy((char *)full->data + (size_t)(s * B + d * b_local) * row_bytes,
                (const char *)local->data + (size_t)(s * b_local) * row_bytes, (size_t)b_local * row_bytes);
+}
+
+eq_status eq_tp_gather_columns(const eq_step *step, eq_tensor *t)
+{
+    const eq_group g = eq_step_tp_group(step);
+    if (g.n_local == g.size) return EQ_OK;
+    const int64_t N = last_dim(t), M = rows(t), shard = N / g.size;
+    if (N % g.size != 0) return EQ_FAIL(EQ_ERR_INTERNAL, "tp gather: tp=%d does not divide %lld", g.size, (long long)N);
+    const size_t elem = eq_dtype_size(t->dtype), block_bytes = (size_t)shard * elem;
+    char *mine = malloc((size_t)(M * shard) * elem + 1), *all = malloc((size_t)(M * N) * elem + 1);
+    eq_status st = EQ_OK;
+    if (mine == NULL || all == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "tp gather: no memory for %lld x %lld", (long long)M, (long long)N);
+        goto cleanup;
+    }
+    char *data = t->data;
+    for (int64_t m = 0; m < M; m++) /* this rank's [M, shard], packed */
+        memcpy(mine + (size_t)m * block_bytes, data + (size_t)(m * N + g.first_local * shard) * elem, block_bytes);
+    const void *in[1] = {mine};
+    void *outs[1] = {all};
+    EQ_TRY(eq_all_gather(&g, in, outs, (size_t)(M * shard), t->dtype)); /* [tp][M, shard] */
+    for (int r = 0; r < g.size; r++)
+        for (int64_t m = 0; m < M; m++)
+            memcpy(data + (size_t)(m * N + r * shard) * elem, all + (size_t)((r * M + m) * shard) * elem, block_bytes);
+cleanup:
+    free(mine);
+    free(all);
+    return st;
+}
+
+eq_status eq_tp_gather_rows(const eq_step *step, eq_tensor *t)
+{
+    const eq_group g = eq_step_tp_group(step);
+    if (g.n_local == g.size) return EQ_OK;
+    const int64_t N = t->shape[0], count = eq_tensor_numel(t) / g.size;
+    if (N % g.size != 0) return EQ_FAIL(EQ_ERR_INTERNAL, "tp gather: tp=%d does not divide %lld", g.size, (long long)N);
+    const size_t bytes = (size_t)count * eq_dtype_size(t->dtype);
+    char *mine = malloc(bytes + 1);
+    if (mine == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "tp gather: no memory for %zu bytes", bytes);
+    memcpy(mine, (char *)t->data + (size_t)g.first_local * bytes, bytes); /* rows are contiguous blocks */
+    const void *in[1] = {mine};
+    void *outs[1] = {t->data};
+    eq_status st = eq_all_gather(&g, in, outs, (size_t)count, t->dtype);
+    free(mine);
+    return st;
+}
+
+eq_status eq_dp_gather_batch(const eq_step *step, const eq_tensor *local, int d, eq_tensor *full)
+{
+    const eq_group g = eq_step_dp_group(step);
+    if (g.n_local == g.size) {
+        eq_batch_shard_scatter(local, g.size, d, full);
+        return EQ_OK;
+    }
+    const size_t count = (size_t)eq_tensor_numel(local), elem = eq_dtype_size(local->dtype);
+    char *all = malloc(count * (size_t)g.size * elem + 1);
+    if (all == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "dp gather: no memory for %d replicas", g.size);
+    const void *in[1] = {local->data};
+    void *outs[1] = {all};
+    eq_status st = eq_all_gather(&g, in, outs, count, local->dtype); /* [dp][S, B/dp, H] */
+    eq_tensor replica = *local; /* a borrowed view into `all` */
+    for (int r = 0; r < g.size && st == EQ_OK; r++) {
+        replica.data = all + (size_t)r * count * elem;
+        eq_batch_shard_scatter(&replica, g.size, r, full);
+    }
+    free(all);
+    return st;
 }

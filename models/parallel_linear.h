@@ -48,4 +48,19 @@ eq_status eq_row_parallel_backward(const eq_step *step, eq_tensor *din, eq_tenso
 eq_status eq_batch_shard_gather(const eq_tensor *full, int dp, int d, eq_tensor *local);
 void eq_batch_shard_scatter(const eq_tensor *local, int dp, int d, eq_tensor *full);
 
+/* Multi-process runs (step->world: --comm mpi or nccl) compute only this process's tp rank and dp
+ * replica. These collect the other processes' pieces, so that every process ends holding what the
+ * sim run holds: copies through the groups' all-gather, no arithmetic, the same on every transport.
+ * Collective: every process of the group calls them, in the same order.
+ *
+ * eq_tp_gather_columns: t [..., N] holds this rank's column block (r*N/tp, width N/tp) of a
+ *   sharded activation or of a row-parallel weight's gradient; the other blocks are filled in.
+ * eq_tp_gather_rows: t [N, K] holds this rank's row block (a column-parallel weight's gradient).
+ * Both do nothing when every tp rank is computed here (sim).
+ * eq_dp_gather_batch: local [S, B/dp, H] is replica d's part of full [S, B, H]. Sim: placed at d;
+ *   multi-process: every replica's part all-gathered over dp and placed (d is this process's). */
+eq_status eq_tp_gather_columns(const eq_step *step, eq_tensor *t);
+eq_status eq_tp_gather_rows(const eq_step *step, eq_tensor *t);
+eq_status eq_dp_gather_batch(const eq_step *step, const eq_tensor *local, int d, eq_tensor *full);
+
 #endif

@@ -38,59 +38,6 @@ cleanup:
     return st;
 }
 
-/* Column-parallel output [S, B, N] of which this process computed only its tp rank's column block:
- * all-gather the blocks over the tp group so every process holds the whole output (a copy: no
- * arithmetic). Nothing to do when every tp rank is computed here. */
-static eq_status gather_column_blocks(const eq_step *step, eq_tensor *out)
-{
-    const eq_group g = eq_step_tp_group(step);
-    if (g.n_local == g.size) return EQ_OK;
-    const int64_t N = out->shape[2], M = eq_tensor_numel(out) / N, shard = N / g.size;
-    const size_t elem = eq_dtype_size(out->dtype), block_bytes = (size_t)shard * elem;
-    char *mine = malloc((size_t)(M * shard) * elem + 1), *all = malloc((size_t)(M * N) * elem + 1);
-    eq_status st = EQ_OK;
-    if (mine == NULL || all == NULL) {
-        st = EQ_FAIL(EQ_ERR_NOMEM, "column_parallel: no memory to gather the output");
-        goto cleanup;
-    }
-    char *data = out->data;
-    for (int64_t m = 0; m < M; m++) /* [M, shard] of this rank, packed */
-        memcpy(mine + (size_t)m * block_bytes, data + ((size_t)(m * N) + (size_t)(g.first_local * shard)) * elem,
-               block_bytes);
-    const void *in[1] = {mine};
-    void *outs[1] = {all};
-    EQ_TRY(eq_all_gather(&g, in, outs, (size_t)(M * shard), out->dtype)); /* [tp][M, shard] */
-    for (int r = 0; r < g.size; r++)
-        for (int64_t m = 0; m < M; m++)
-            memcpy(data + ((size_t)(m * N) + (size_t)(r * shard)) * elem,
-                   all + ((size_t)r * (size_t)(M * shard) + (size_t)m * (size_t)shard) * elem, block_bytes);
-cleanup:
-    free(mine);
-    free(all);
-    return st;
-}
-
-/* This process's replica's output [S, B/dp, N] -> the full output [S, B, N] on every process:
- * all-gather over the dp group, then each replica's batch columns into place. */
-static eq_status gather_replicas(const eq_group *dp_group, const eq_tensor *local, eq_tensor *full)
-{
-    eq_status st = EQ_OK;
-    const size_t local_count = (size_t)eq_tensor_numel(local), elem = eq_dtype_size(local->dtype);
-    char *all = malloc(local_count * (size_t)dp_group->size * elem + 1);
-    eq_tensor replica = *local; /* borrowed view: shape of one replica, data into `all` */
-    if (all == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to gather %d replicas", dp_group->size);
-    const void *in[1] = {local->data};
-    void *outs[1] = {all};
-    EQ_TRY(eq_all_gather(dp_group, in, outs, local_count, local->dtype));
-    for (int d = 0; d < dp_group->size; d++) {
-        replica.data = all + (size_t)d * local_count * elem;
-        eq_batch_shard_scatter(&replica, dp_group->size, d, full);
-    }
-cleanup:
-    free(all);
-    return st;
-}
-
 static eq_status run_linear(const eq_step *step, eq_capture *cap, linear_split split)
 {
     eq_status st = EQ_OK;
@@ -113,12 +60,11 @@ static eq_status run_linear(const eq_step *step, eq_capture *cap, linear_split s
         EQ_TRY(eq_tensor_init(&local_out, step->dtype, 3, local_shape));
         if (split == SPLIT_OUTPUT) {
             EQ_TRY(eq_column_parallel_forward(step, &local_out, &local_in, &weight));
-            EQ_TRY(gather_column_blocks(step, &local_out));
+            EQ_TRY(eq_tp_gather_columns(step, &local_out)); /* multi-process: the other ranks' blocks */
         } else {
             EQ_TRY(eq_row_parallel_forward(step, &local_out, &local_in, &weight));
         }
-        if (dp_group.n_local < dp_group.size) EQ_TRY(gather_replicas(&dp_group, &local_out, &out));
-        else eq_batch_shard_scatter(&local_out, step->layout.dp, d, &out);
+        EQ_TRY(eq_dp_gather_batch(step, &local_out, d, &out));
         eq_tensor_free(&local_in);
         eq_tensor_free(&local_out);
     }
