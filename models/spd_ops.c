@@ -317,6 +317,23 @@ void spd_ci_forward(eq_dtype dt, const spd_ci_fn *f, int64_t T, const double *x,
     }
 }
 
+/* The parameter gradients of y = x W + b over T tokens (x [T, I], dy [T, O]; W [I, O]):
+ * dW = x^T dy, db = sum_t dy, each summed over t in order and rounded once (overwritten). */
+static void linear_param_grads(eq_dtype dt, int64_t T, int64_t I, int64_t O, const double *x, const double *dy,
+                               double *dW, double *db)
+{
+    for (int64_t o = 0; o < O; o++) {
+        double acc_b = 0;
+        for (int64_t t = 0; t < T; t++) acc_b += dy[t * O + o];
+        db[o] = spd_rnd(dt, acc_b);
+        for (int64_t i = 0; i < I; i++) {
+            double acc = 0;
+            for (int64_t t = 0; t < T; t++) acc += x[t * I + i] * dy[t * O + o];
+            dW[i * O + o] = spd_rnd(dt, acc);
+        }
+    }
+}
+
 eq_status spd_ci_backward(const spd_ctx *ctx, const spd_ci_fn *f, int64_t T, const double *x, const double *hpre,
                           const double *hg, const double *dz, double *dW1, double *db1, double *dW2, double *db2)
 {
@@ -328,29 +345,11 @@ eq_status spd_ci_backward(const spd_ctx *ctx, const spd_ci_fn *f, int64_t T, con
         st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a CI function's backward");
         goto cleanup;
     }
-    for (int64_t c = 0; c < C; c++) {
-        double acc_b = 0;
-        for (int64_t t = 0; t < T; t++) acc_b += dz[t * C + c];
-        db2[c] = spd_rnd(dt, acc_b);
-        for (int64_t h = 0; h < H; h++) {
-            double acc = 0;
-            for (int64_t t = 0; t < T; t++) acc += hg[t * H + h] * dz[t * C + c];
-            dW2[h * C + c] = spd_rnd(dt, acc);
-        }
-    }
+    linear_param_grads(dt, T, H, C, hg, dz, dW2, db2);
     component_partials(ctx, T, H, C, dz, f->W2, parts);
     EQ_TRY(spd_tp_sum(ctx, parts, T * H, dh));
     spd_gelu_erf_backward(dt, T * H, dh, dh, hpre);
-    for (int64_t h = 0; h < H; h++) {
-        double acc_b = 0;
-        for (int64_t t = 0; t < T; t++) acc_b += dh[t * H + h];
-        db1[h] = spd_rnd(dt, acc_b);
-        for (int64_t i = 0; i < D; i++) {
-            double acc = 0;
-            for (int64_t t = 0; t < T; t++) acc += x[t * D + i] * dh[t * H + h];
-            dW1[i * H + h] = spd_rnd(dt, acc);
-        }
-    }
+    linear_param_grads(dt, T, D, H, x, dh, dW1, db1);
 cleanup:
     free(parts), free(dh);
     return st;
