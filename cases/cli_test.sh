@@ -55,6 +55,16 @@ else
     echo "FAIL: JSON on stdout does not parse"; fail=1
 fi
 
+# --truth: both runs against the fp64 run, its dump written beside theirs. The tp4 GEMM in bf16
+# rounds its partials and every hop, the reference once: as accurate within 2x. A missing
+# all-reduce is far less accurate than the reference.
+check "mlp_stack tp4 --truth" 0 "$equiv" --case mlp_stack --tp 4 --dtype bf16 --truth --out "$work/truth"
+expect_output "the truth table" '^#### Against the fp64 truth$'
+expect_output "layer 0 read as accurate" '^\| 0 \| out \| [0-9.]+ \| [0-9.]+ \| [0-9.e-]+ \| [0-9.e-]+ \| as accurate'
+if [ -s "$work/truth/mlp_stack-fp64-dp1-tp1.h5" ]; then echo "ok: the fp64 truth dump"; else echo "FAIL: no fp64 dump"; fail=1; fi
+check "a missing all-reduce under --truth" 1 "$equiv" --case mlp_stack --tp 4 --dtype bf16 --truth --inject skip_allreduce
+expect_output "read as less accurate" '^\| 0 \| out \|.*\| less accurate \(x[0-9.]+\) \|$'
+
 # The matrix: one row per cell, and the files under --out (report.json is what `equiv diff` reads).
 check "matrix of row_parallel" 0 "$equiv" matrix --case row_parallel --out "$work/matrix"
 expect_output "matrix closing line" '^equiv matrix: 8 cells, all as expected$'

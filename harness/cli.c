@@ -35,6 +35,8 @@ void eq_cli_print_help(void)
            "                     ci_grad_avg, faith_every_rank, local_count, imp_min_no_world_size\n"
            "                     (spd, with --grads sum); repeatable\n"
            "  --forward-only     the forward pass alone (no backward, no gradients captured)\n"
+           "  --truth            also run the step in fp64 and say whether the layout is less accurate\n"
+           "                     than the reference or only rounded differently\n"
            "  --backend B        cpu (default) or cuda (cuBLAS GEMMs; needs a build with CUDA and a GPU)\n"
            "  --comm C           sim (default: every rank in this process, collectives emulated);\n"
            "                     mpi: one rank per process under mpirun/srun (-np = dp x tp), rank 0\n"
@@ -151,6 +153,7 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
         else if (strcmp(arg, "--list") == 0) cli->command = EQ_CMD_LIST;
         else if (strcmp(arg, "--verbose") == 0 || strcmp(arg, "-v") == 0) cli->verbose = 1;
         else if (strcmp(arg, "--forward-only") == 0) cli->forward_only = 1;
+        else if (strcmp(arg, "--truth") == 0) cli->truth = 1;
         else if (strcmp(arg, "--update") == 0) cli->update = 1;
         else if (strncmp(arg, "--", 2) == 0) {
             const char *eq = strchr(arg, '=');

@@ -34,6 +34,7 @@ typedef struct {
     int grads;                         /* eq_grad_convention (models/model.h) */
     unsigned bugs;                     /* eq_bug flags to inject into the layout's run, never the reference */
     int forward_only;                  /* --forward-only: no backward, no gradients */
+    int truth;                         /* --truth: both runs also against the fp64 run (harness/truth.h) */
     /* compare (two dumps), diff (two report.json) */
     const char *compare_paths[2];
     double growth;                     /* diff: a layer regressed when its divergence grew past this factor */

@@ -10,6 +10,7 @@
 #include "harness/compare.h"
 #include "harness/dump.h"
 #include "harness/runner.h"
+#include "harness/truth.h"
 #include "harness/world.h"
 #include "models/models.h"
 #include "reports/report.h"
@@ -176,6 +177,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     eq_comparison cmps[MAX_COMPARISONS];
     eq_tolerance tols[EQ_DTYPE_COUNT], grad_tols[EQ_DTYPE_COUNT];
     eq_capture ref = {0}, test = {0}, distributed[EQ_DTYPE_COUNT]; /* --comm mpi: the layout's runs */
+    eq_capture truth = {0};                                         /* --truth: the fp64 dp1-tp1 run */
     eq_layout layouts[EQ_CASE_MAX_LAYOUTS];
     eq_dtype dtypes[EQ_DTYPE_COUNT];
     eq_run_spec spec;
@@ -254,6 +256,12 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         spec.step.transport = &eq_transport_sim;
         spec.step.world = NULL;
     }
+    if (cli->truth && root) {
+        spec.step.dtype = EQ_FP64;
+        spec.step.layout = (eq_layout){1, 1};
+        spec.step.bugs = EQ_BUG_NONE;
+        EQ_TRY(run_and_dump(cli, &spec, &truth));
+    }
     for (int i = 0; i < n_dtypes && root; i++) {
         spec.step.dtype = dtypes[i];
         spec.step.layout = (eq_layout){1, 1};
@@ -273,6 +281,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
                                                &cmps[n_cmps]));
             eq_comparison_apply_case(&cmps[n_cmps], kase);
             n_cmps++;
+            if (cli->truth) EQ_TRY(eq_truth_apply(&cmps[n_cmps - 1], &ref, &test, &truth));
             eq_capture_free(&test);
         }
         eq_capture_free(&ref);
@@ -287,6 +296,7 @@ cleanup:
     for (int i = 0; i < n_cmps; i++) eq_comparison_free(&cmps[i]);
     eq_capture_free(&ref);
     eq_capture_free(&test);
+    eq_capture_free(&truth);
     for (int i = 0; i < EQ_DTYPE_COUNT; i++) eq_capture_free(&distributed[i]);
     free(kase);
     free(table);

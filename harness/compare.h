@@ -69,6 +69,13 @@ typedef struct {
     double det_bound_max, prob_bound_max; /* the largest bound over the elements */
 } eq_theory;
 
+/* --truth: how far each run is from the fp64 run of the same step (harness/truth.h). */
+typedef struct {
+    int applies;                /* the truth run has this tensor */
+    double ref_max, test_max;   /* max |run - truth| */
+    double ref_rel, test_rel;   /* ||run - truth||_F / ||truth||_F */
+} eq_truth;
+
 typedef struct {
     char path[EQ_NAME_MAX]; /* "layers/07/fc2_out" */
     int layer;
@@ -76,6 +83,7 @@ typedef struct {
     eq_role role;
     eq_metrics m;
     eq_theory theory;
+    eq_truth truth;
     eq_expect expect;   /* inputs and params are always expected bit_exact */
     eq_observed observed;
     int as_expected;

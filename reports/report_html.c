@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "harness/rounding_bound.h"
+#include "harness/truth.h"
 #include "reports/plot_svg.h"
 #include "reports/report.h"
 
@@ -227,6 +228,30 @@ static void write_theory(FILE *out, const eq_comparison *c)
     if (rows > 0) fprintf(out, "</tbody>\n</table>\n");
 }
 
+/* --truth: each run against the fp64 run of the same step (harness/truth.h). */
+static void write_truth(FILE *out, const eq_comparison *c)
+{
+    int rows = 0;
+    for (int i = 0; i < c->count; i++) {
+        const eq_tensor_result *r = &c->results[i];
+        if (!r->truth.applies) continue;
+        if (rows++ == 0)
+            fprintf(out, "<h4>Against the fp64 truth</h4>\n<p class=\"note\">Each run against the fp64 dp1-tp1 run of "
+                         "the same step: is the layout less accurate than the reference, or only rounded "
+                         "differently?</p>\n<table>\n<thead><tr><th>Layer</th><th>Tensor</th><th>ref max</th>"
+                         "<th>test max</th><th>ref rel</th><th>test rel</th><th>reading</th></tr></thead>\n<tbody>\n");
+        char ref_max[32], test_max[32], reading[64];
+        fprintf(out, "<tr><td class=\"num\">%d</td><td>", r->layer);
+        eq_svg_escape(out, r->name);
+        fprintf(out, "</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%.3g</td>"
+                     "<td class=\"num\">%.3g</td><td>%s</td></tr>\n",
+                eq_report_format_value(r->truth.ref_max, 6, ref_max, sizeof ref_max),
+                eq_report_format_value(r->truth.test_max, 6, test_max, sizeof test_max), r->truth.ref_rel,
+                r->truth.test_rel, eq_truth_reading(&r->truth, reading, sizeof reading));
+    }
+    if (rows > 0) fprintf(out, "</tbody>\n</table>\n");
+}
+
 static eq_status write_unexpected(FILE *out, const eq_comparison *c, int index)
 {
     if (c->n_unexpected == 0) {
@@ -319,6 +344,7 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
     write_table(out, c, index, EQ_ROLE_GRAD, "Gradients");
     write_table(out, c, index, EQ_ROLE_LOSS, "Losses");
     write_theory(out, c);
+    write_truth(out, c);
     EQ_TRY(write_unexpected(out, c, index));
     fprintf(out, "</div>\n");
 cleanup:

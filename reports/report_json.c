@@ -6,7 +6,8 @@
  *                     "tensors": 3, "unexpected": 1,
  *                     "results": [{"path", "layer", "name", "role", "expect", "observed",
  *                                  "as_expected", "diagnosis", "metrics": {...},
- *                                  "theory": {...} where a rounding bound applies}]}],
+ *                                  "theory": {...} where a rounding bound applies,
+ *                                  "truth": {...} with --truth}]}],
  *    "summary": {"comparisons", "tensors", "unexpected", "line"}}
  *
  * JSON has no NaN or Infinity. A non-finite metric (max_tol_ratio under a zero tolerance,
@@ -107,6 +108,19 @@ static json_t *theory_json(const eq_theory *th)
     return bad ? NULL : o;
 }
 
+/* --truth: both runs against the fp64 run (harness/truth.h). */
+static json_t *truth_json(const eq_truth *t)
+{
+    json_t *o = json_object();
+    int bad = o == NULL;
+    bad |= json_object_set_new(o, "ref_max", number(t->ref_max));
+    bad |= json_object_set_new(o, "test_max", number(t->test_max));
+    bad |= json_object_set_new(o, "ref_rel", number(t->ref_rel));
+    bad |= json_object_set_new(o, "test_rel", number(t->test_rel));
+    if (bad) json_decref(o);
+    return bad ? NULL : o;
+}
+
 static json_t *result_json(const eq_tensor_result *r)
 {
     json_t *o = json_object();
@@ -121,6 +135,7 @@ static json_t *result_json(const eq_tensor_result *r)
     bad |= json_object_set_new(o, "diagnosis", json_string(r->diagnosis));
     bad |= json_object_set_new(o, "metrics", metrics_json(&r->m));
     if (r->theory.applies) bad |= json_object_set_new(o, "theory", theory_json(&r->theory));
+    if (r->truth.applies) bad |= json_object_set_new(o, "truth", truth_json(&r->truth));
     if (bad) json_decref(o);
     return bad ? NULL : o;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness/rounding_bound.h"
+#include "harness/truth.h"
 #include "reports/report.h"
 
 const char *eq_report_format_value(double v, int decimals, char *buf, size_t len)
@@ -155,6 +156,29 @@ static void write_theory(FILE *out, const eq_comparison *c)
     if (rows > 0) fprintf(out, "\n");
 }
 
+/* --truth: each run against the fp64 run of the same step (harness/truth.h). */
+static void write_truth(FILE *out, const eq_comparison *c)
+{
+    int rows = 0;
+    for (int i = 0; i < c->count; i++) {
+        const eq_tensor_result *r = &c->results[i];
+        if (!r->truth.applies) continue;
+        if (rows++ == 0) {
+            fprintf(out, "#### Against the fp64 truth\n\n");
+            fprintf(out, "Each run against the fp64 dp1-tp1 run of the same step: is the layout less accurate than the "
+                         "reference, or only rounded differently?\n\n");
+            fprintf(out, "| Layer | Tensor | ref max | test max | ref rel | test rel | reading |\n");
+            fprintf(out, "|------:|--------|--------:|---------:|--------:|---------:|---------|\n");
+        }
+        char ref_max[32], test_max[32], reading[64];
+        fprintf(out, "| %d | %s | %s | %s | %.3g | %.3g | %s |\n", r->layer, r->name,
+                eq_report_format_value(r->truth.ref_max, 6, ref_max, sizeof ref_max),
+                eq_report_format_value(r->truth.test_max, 6, test_max, sizeof test_max), r->truth.ref_rel,
+                r->truth.test_rel, eq_truth_reading(&r->truth, reading, sizeof reading));
+    }
+    if (rows > 0) fprintf(out, "\n");
+}
+
 static eq_status write_unexpected(FILE *out, const eq_comparison *c)
 {
     if (c->n_unexpected == 0) {
@@ -201,6 +225,7 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c)
     write_params_line(out, c);
     write_tables(out, c);
     write_theory(out, c);
+    write_truth(out, c);
     return write_unexpected(out, c);
 }
 

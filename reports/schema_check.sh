@@ -32,9 +32,10 @@ run() {
 
 run row_parallel 0 --case row_parallel
 run gpt_tp2 0 --case gpt --tp 2
+run row_parallel_truth 0 --case row_parallel --tp 4 --truth
 run gpt_tp4_skip_allreduce 1 --case gpt --tp 4 --inject skip_allreduce # not as expected: exit 1
 
-"$python" "$check" "$schema" "$work/row_parallel.json" "$work/gpt_tp2.json" "$work/gpt_tp4_skip_allreduce.json"
+"$python" "$check" "$schema" "$work/row_parallel.json" "$work/row_parallel_truth.json" "$work/gpt_tp2.json" "$work/gpt_tp4_skip_allreduce.json"
 status=$?
 [ "$status" -eq 77 ] && exit 77
 [ "$status" -eq 0 ] || failed=1

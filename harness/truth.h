@@ -1,0 +1,23 @@
+/* --truth: the reference and the layout's run, each against the fp64 run of the same step
+ * (dp1-tp1), so a reader sees whether a layout is less accurate than the reference or only
+ * rounded differently (seed 002 cannot tell those apart: it compares two roundings).
+ *
+ * Per tensor, over the elements finite in all three runs, in fp64: max |run - truth| and the
+ * relative Frobenius error ||run - truth|| / ||truth||, for the reference and the test run. The
+ * ratio test_rel / ref_rel reads: about 1, the layout is as accurate and only rounds differently;
+ * well above 1, the layout loses accuracy; below 1, it gains (e.g. fewer roundings per sum). */
+#ifndef EQUIV_HARNESS_TRUTH_H
+#define EQUIV_HARNESS_TRUTH_H
+
+#include "harness/capture.h"
+#include "harness/compare.h"
+
+/* Fills the truth fields of cmp's activation, gradient and loss results whose path the truth run
+ * has. EQ_ERR_INPUT naming the tensor when the truth's shape differs from the reference's. */
+eq_status eq_truth_apply(eq_comparison *cmp, const eq_capture *ref, const eq_capture *test, const eq_capture *truth);
+
+/* "as accurate", "less accurate (xR)", "more accurate (xR)" from the two relative errors: within a
+ * factor 2 of each other counts as as accurate (two roundings of the same sum scatter that much). */
+const char *eq_truth_reading(const eq_truth *t, char *buf, size_t len);
+
+#endif
