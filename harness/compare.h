@@ -74,6 +74,7 @@ typedef struct {
     int applies;                /* the truth run has this tensor */
     double ref_max, test_max;   /* max |run - truth| */
     double ref_rel, test_rel;   /* ||run - truth||_F / ||truth||_F */
+    double unit_roundoff;       /* of the runs' dtype */
 } eq_truth;
 
 typedef struct {

@@ -33,6 +33,8 @@ eq_status eq_truth_apply(eq_comparison *cmp, const eq_capture *ref, const eq_cap
             return EQ_FAIL(EQ_ERR_INPUT, "%s: the fp64 truth's shape differs from the reference's", r->path);
         memset(&r->truth, 0, sizeof r->truth);
         distances(at, &b->tensor, tt, &r->truth);
+        /* the run's dtype, not the storage's: losses are kept in fp64 */
+        r->truth.unit_roundoff = eq_dtype_unit_roundoff(ref->meta.dtype);
         r->truth.applies = 1;
     }
     return EQ_OK;
@@ -41,6 +43,8 @@ eq_status eq_truth_apply(eq_comparison *cmp, const eq_capture *ref, const eq_cap
 const char *eq_truth_reading(const eq_truth *t, char *buf, size_t len)
 {
     if (t->ref_rel == t->test_rel) snprintf(buf, len, "as accurate");
+    else if (fmax(t->ref_rel, t->test_rel) <= 4.0 * t->unit_roundoff)
+        snprintf(buf, len, "as accurate, both within 4 u");
     else if (t->ref_rel == 0.0) snprintf(buf, len, "less accurate (the reference is exact)");
     else if (t->test_rel == 0.0) snprintf(buf, len, "more accurate (exact)");
     else {

@@ -17,7 +17,9 @@
 eq_status eq_truth_apply(eq_comparison *cmp, const eq_capture *ref, const eq_capture *test, const eq_capture *truth);
 
 /* "as accurate", "less accurate (xR)", "more accurate (xR)" from the two relative errors: within a
- * factor 2 of each other counts as as accurate (two roundings of the same sum scatter that much). */
+ * factor 2 of each other counts as as accurate (two roundings of the same sum scatter that much),
+ * and so do two errors both at most 4 units of roundoff ("as accurate, both within 4 u"): the
+ * ratio of two single roundings says nothing. */
 const char *eq_truth_reading(const eq_truth *t, char *buf, size_t len);
 
 #endif

@@ -1,6 +1,6 @@
 /* --truth (truth.h): a reference and a test run, both fp32 roundings of an fp64 truth, the test
  * with errors three times the reference's, must read "less accurate (x3)"; swapped, "more
- * accurate"; equal noise "as accurate"; the numbers are the max and relative distances computed
+ * accurate"; equal noise "as accurate", and so are two errors both at rounding level; the numbers are the max and relative distances computed
  * here by hand; parameters are not judged; a truth of another shape is EQ_ERR_INPUT. */
 #include <math.h>
 #include <string.h>
@@ -91,6 +91,11 @@ int main(void)
     check_reading(3.0, 1.0, "more accurate (x0.333)");
     check_reading(2.0, 2.0, "as accurate");
     check_reading(2.0, 3.0, "as accurate (x1.5)");
+    /* 5x apart, both at rounding level in fp32 (u = 6e-8): the ratio says nothing; 5x above it does */
+    char buf[64];
+    eq_truth tiny = {1, 0, 0, 1e-8, 5e-8, 0x1p-24}, small = {1, 0, 0, 1e-6, 5e-6, 0x1p-24};
+    EQ_EXPECT(strcmp(eq_truth_reading(&tiny, buf, sizeof buf), "as accurate, both within 4 u") == 0, "'%s'", buf);
+    EQ_EXPECT(strcmp(eq_truth_reading(&small, buf, sizeof buf), "less accurate (x5)") == 0, "'%s'", buf);
     check_shape_mismatch();
     return eq_test_finish("truth_test");
 }
