@@ -80,6 +80,15 @@ run_pair gpt 1 4 bf16 ring --inject skip_allreduce
 want_failed "gpt --inject skip_allreduce"
 run_pair gpt 2 2 fp32 ring --inject grad_avg_twice
 want_failed "gpt --inject grad_avg_twice"
+# spd: each process its replica's rows and its tp rank's partial sums over its components; the
+# per-token captures gathered over dp, the gradients (total and per loss term), losses and eval
+# metrics reduced as on sim. Both gradient conventions.
+for layout in "1 4" "2 2" "4 1"; do
+    set -- $layout
+    for grads in sum avg; do run_pair spd "$1" "$2" fp32 ring --grads "$grads"; done
+done
+run_pair spd 4 1 fp32 ring --grads sum --inject faith_every_rank
+want_failed "spd --grads sum --inject faith_every_rank"
 
 # The check bites: the mpi ring's dump against sim's tree dump of the same layout.
 tree="$work/sim-row_parallel-dp1-tp4-bf16-tree/row_parallel-bf16-dp1-tp4.h5"
@@ -106,7 +115,8 @@ expect_error() { # NP PART ARGS...
     [ "$fail" -eq 0 ] && echo "ok: error on $np ranks: $(grep '^equiv: error' "$work/err.err")"
 }
 expect_error 2 "needs 4 processes" --case row_parallel --tp 4 --comm mpi
-expect_error 4 "does not run under --comm mpi" --case spd --tp 4 --comm mpi
+expect_error 4 "needs 8 processes" --case spd --dp 2 --tp 4 --comm mpi
+expect_error 4 "add --grads sum" --case spd --dp 4 --comm mpi --inject faith_every_rank
 expect_error 4 "give --dp and --tp" --case row_parallel --comm mpi
 expect_error 3 "does not divide" --case row_parallel --tp 3 --dp 1 --comm mpi
 exit $fail

@@ -17,6 +17,13 @@
  * Eval metrics (components active per token, the unmasked reconstruction) all-reduce their sums
  * and counts (fp64, SUM) before dividing, under both conventions.
  *
+ * Under --comm mpi or nccl (step->world) each process runs its own (dp_rank, tp_rank): its
+ * replica's rows, and its tp rank's partial sums over its slice of the components, SUM
+ * all-reduced over the step's tp group (the component-wise values around them are computed whole
+ * on every tp rank of a replica, as the sim run computes them once). The dp reductions go
+ * through the step's dp group; the per-token captures are all-gathered over dp. Every process
+ * ends with the tensors the sim run captures, bit for bit.
+ *
  * Injected bugs (sum convention only; models/model.h): ci_grad_avg, faith_every_rank,
  * local_count (the stochastic reconstruction divided by the local count), imp_min_no_world_size
  * (the importance loss from each rank's local sums, no all-reduce and no world-size factor). */
@@ -73,37 +80,37 @@ static eq_status spd_check(const eq_step *step)
     return read_sizes(step, &z);
 }
 
-/* parts[d] (n values each, one per replica) -> out, the all-reduce over dp in the step's dtype. */
+/* parts[i] (n values each, one per local replica) -> out, the all-reduce over dp in the step's
+ * dtype. */
 static eq_status reduce_dp(const eq_step *step, double *const *parts, int64_t n, eq_redop op, double *out)
 {
     eq_status st = EQ_OK;
-    const int dp = step->layout.dp;
-    void **bufs = calloc((size_t)dp, sizeof *bufs);
+    const eq_group g = eq_step_dp_group(step);
+    const int n_local = g.n_local;
+    void **bufs = calloc((size_t)n_local, sizeof *bufs);
     if (bufs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a dp all-reduce");
-    for (int d = 0; d < dp; d++) {
+    for (int d = 0; d < n_local; d++) {
         if ((bufs[d] = malloc((size_t)n * eq_dtype_size(step->dtype) + 1)) == NULL) {
             st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a dp all-reduce of %lld values", (long long)n);
             goto cleanup;
         }
         for (int64_t i = 0; i < n; i++) eq_buffer_set(step->dtype, bufs[d], i, parts[d][i]);
     }
-    eq_group g = eq_step_dp_group(step);
     EQ_TRY(eq_all_reduce(&g, bufs, (size_t)n, step->dtype, op));
     for (int64_t i = 0; i < n; i++) out[i] = eq_buffer_get(step->dtype, bufs[0], i);
 cleanup:
-    for (int d = 0; d < dp; d++) free(bufs[d]);
+    for (int d = 0; d < n_local; d++) free(bufs[d]);
     free(bufs);
     return st;
 }
 
-/* Scalars (fp64) over dp. */
+/* Scalars (fp64) over dp, vals[i] the local replicas'. */
 static eq_status reduce_scalar(const eq_step *step, double *vals, eq_redop op, double *out)
 {
-    const int dp = step->layout.dp;
-    void **bufs = calloc((size_t)dp, sizeof *bufs);
+    const eq_group g = eq_step_dp_group(step);
+    void **bufs = calloc((size_t)g.n_local, sizeof *bufs);
     if (bufs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a scalar all-reduce");
-    for (int d = 0; d < dp; d++) bufs[d] = &vals[d];
-    eq_group g = eq_step_dp_group(step);
+    for (int d = 0; d < g.n_local; d++) bufs[d] = &vals[d];
     eq_status st = eq_all_reduce(&g, bufs, 1, EQ_FP64, op);
     *out = vals[0];
     free(bufs);
@@ -128,19 +135,30 @@ static eq_status capture_scalar(eq_capture *cap, const eq_step *step, int layer,
     return capture(cap, step, layer, name, EQ_ROLE_LOSS, 1, &one, &v);
 }
 
-/* A per-token activation [B, S, width] from every replica's rows, scaled by `scale`. */
+/* A per-token activation [B, S, width] from every replica's rows (replica d's are the block
+ * [d B/dp, (d+1) B/dp)), scaled by `scale`. per_rep[i]: the local replicas'; multi-process, the
+ * other replicas' are all-gathered over dp (fp64: a copy of every value). */
 static eq_status capture_rows(eq_capture *cap, const eq_step *step, const spd_sizes *z, const spd_replica *reps,
                               double *const *per_rep, int layer, const char *name, eq_role role, int64_t width,
                               double scale)
 {
+    eq_status st = EQ_OK;
     const int dp = step->layout.dp;
+    const eq_group g = eq_step_dp_group(step);
     const int64_t per = reps[0].T * width;
     double *full = malloc((size_t)(per * dp) * sizeof *full);
     if (full == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory to gather %s", name);
-    for (int d = 0; d < dp; d++)
-        for (int64_t i = 0; i < per; i++) full[d * per + i] = per_rep[d][i] * scale;
+    if (g.n_local == g.size) {
+        for (int d = 0; d < dp; d++) memcpy(full + d * per, per_rep[d], (size_t)per * sizeof *full);
+    } else {
+        const void *in[1] = {per_rep[0]};
+        void *out[1] = {full};
+        EQ_TRY(eq_all_gather(&g, in, out, (size_t)per, EQ_FP64));
+    }
+    for (int64_t i = 0; i < per * dp; i++) full[i] *= scale;
     const int64_t shape[3] = {z->batch, z->seq, width};
-    eq_status st = capture(cap, step, layer, name, role, 3, shape, full);
+    st = capture(cap, step, layer, name, role, 3, shape, full);
+cleanup:
     free(full);
     return st;
 }
@@ -159,14 +177,15 @@ typedef struct {
     spd_sizes z;
     int n_sites;
     spd_site_params sites[SPD_MAX_SITES];
-    spd_replica *reps;      /* [dp] */
+    int first, n_local;     /* the dp replicas computed here: every one (sim), or this process's */
+    spd_replica *reps;      /* [n_local]: reps[i] is dp rank first + i */
     double *S_global[SPD_MAX_SITES];
 } spd_run;
 
-static void free_run(spd_run *run, int dp)
+static void free_run(spd_run *run)
 {
     for (int s = 0; s < run->n_sites; s++) spd_params_free(&run->sites[s]), free(run->S_global[s]);
-    for (int d = 0; run->reps != NULL && d < dp; d++) spd_replica_free(&run->reps[d]);
+    for (int d = 0; run->reps != NULL && d < run->n_local; d++) spd_replica_free(&run->reps[d]);
     free(run->reps);
 }
 
@@ -175,11 +194,11 @@ static void free_run(spd_run *run, int dp)
 static eq_status reduce_and_capture_site(const eq_step *step, spd_run *run, int s, eq_capture *cap)
 {
     eq_status st = EQ_OK;
-    const int dp = step->layout.dp, sum = step->grads == EQ_GRAD_SUM;
+    const int dp = step->layout.dp, sum = step->grads == EQ_GRAD_SUM, nl = run->n_local;
     const spd_site_params *p = &run->sites[s];
     const spd_sizes *z = &run->z;
-    double **parts = calloc((size_t)dp, sizeof *parts), *out = NULL;
-    double **rows = calloc((size_t)dp, sizeof *rows);
+    double **parts = calloc((size_t)nl, sizeof *parts), *out = NULL;
+    double **rows = calloc((size_t)nl, sizeof *rows);
     char name[EQ_NAME_MAX];
     if (parts == NULL || rows == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for the reduction");
@@ -193,17 +212,17 @@ static eq_status reduce_and_capture_site(const eq_step *step, spd_run *run, int 
     }
     SPD_SITE_PARAMS(SPD_PARAM)
 #undef SPD_PARAM
-    for (int d = 0; d < dp; d++) rows[d] = run->reps[d].x[s];
+    for (int d = 0; d < nl; d++) rows[d] = run->reps[d].x[s];
     EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "input", EQ_ROLE_ACTIVATION, p->D, 1.0));
-    for (int d = 0; d < dp; d++) rows[d] = run->reps[d].ci_lo[s];
+    for (int d = 0; d < nl; d++) rows[d] = run->reps[d].ci_lo[s];
     EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "ci_lower", EQ_ROLE_ACTIVATION, p->C, 1.0));
-    for (int d = 0; d < dp; d++) rows[d] = run->reps[d].ci_up[s];
+    for (int d = 0; d < nl; d++) rows[d] = run->reps[d].ci_up[s];
     EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "ci_upper", EQ_ROLE_ACTIVATION, p->C, 1.0));
-    for (int d = 0; d < dp; d++) rows[d] = run->reps[d].stoch_mask[s];
+    for (int d = 0; d < nl; d++) rows[d] = run->reps[d].stoch_mask[s];
     EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "stoch_mask", EQ_ROLE_ACTIVATION, p->C + 1, 1.0));
-    for (int d = 0; d < dp; d++) rows[d] = run->reps[d].src[s];
+    for (int d = 0; d < nl; d++) rows[d] = run->reps[d].src[s];
     EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "ppgd_sources", EQ_ROLE_ACTIVATION, p->C + 1, 1.0));
-    for (int d = 0; d < dp; d++) rows[d] = run->reps[d].src_grad[s];
+    for (int d = 0; d < nl; d++) rows[d] = run->reps[d].src_grad[s];
     EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "ppgd_sources_grad", EQ_ROLE_GRAD, p->C + 1,
                         sum ? 1.0 : 1.0 / dp));
 
@@ -218,13 +237,13 @@ static eq_status reduce_and_capture_site(const eq_step *step, spd_run *run, int 
         const eq_redop op = !sum || (is_ci && (step->bugs & EQ_BUG_CI_GRAD_AVG)) ? EQ_REDOP_AVG : EQ_REDOP_SUM; \
         free(out);                                                                                         \
         out = calloc((size_t)n, sizeof *out);                                                              \
-        for (int d = 0; d < dp; d++) parts[d] = calloc((size_t)n, sizeof **parts);                          \
-        for (int d = 0; d < dp; d++)                                                                       \
+        for (int d = 0; d < nl; d++) parts[d] = calloc((size_t)n, sizeof **parts);                          \
+        for (int d = 0; d < nl; d++)                                                                       \
             if (parts[d] == NULL || out == NULL) {                                                         \
                 st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a gradient");                                \
                 goto cleanup;                                                                              \
             }                                                                                              \
-        for (int d = 0; d < dp; d++)                                                                       \
+        for (int d = 0; d < nl; d++)                                                                       \
             for (int k = 0; k < SPD_N_TERMS; k++)                                                          \
                 for (int64_t i = 0; i < n; i++)                                                            \
                     parts[d][i] = spd_rnd(step->dtype, parts[d][i] + run->reps[d].grads[k][s].f[i]);          \
@@ -232,27 +251,27 @@ static eq_status reduce_and_capture_site(const eq_step *step, spd_run *run, int 
         EQ_TRY(capture(cap, step, s, #f "_grad", EQ_ROLE_GRAD, ndim, ndim == 2 ? shape : &shape[1], out));  \
         for (int k = 0; k < SPD_N_TERMS; k++) {                                                            \
             if (!term_reaches(k, field)) continue;                                                         \
-            for (int d = 0; d < dp; d++) memcpy(parts[d], run->reps[d].grads[k][s].f, (size_t)n * sizeof(double)); \
+            for (int d = 0; d < nl; d++) memcpy(parts[d], run->reps[d].grads[k][s].f, (size_t)n * sizeof(double)); \
             EQ_TRY(reduce_dp(step, parts, n, op, out));                                                    \
             snprintf(name, sizeof name, "%s_grad.%s", #f, spd_term_names[k]);                              \
             EQ_TRY(capture(cap, step, s, name, EQ_ROLE_GRAD, ndim, ndim == 2 ? shape : &shape[1], out));    \
         }                                                                                                  \
-        for (int d = 0; d < dp; d++) free(parts[d]), parts[d] = NULL;                                      \
+        for (int d = 0; d < nl; d++) free(parts[d]), parts[d] = NULL;                                      \
         field++;                                                                                           \
     }
     SPD_SITE_PARAMS(SPD_GRAD)
 #undef SPD_GRAD
 
     /* Eval: components active per token, sums and counts all-reduced before dividing. */
-    double *l0 = calloc((size_t)dp, sizeof *l0), *cnt = calloc((size_t)dp, sizeof *cnt), l0_sum = 0, cnt_sum = 0;
+    double *l0 = calloc((size_t)nl, sizeof *l0), *cnt = calloc((size_t)nl, sizeof *cnt), l0_sum = 0, cnt_sum = 0;
     if (l0 == NULL || cnt == NULL) st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for the eval");
-    for (int d = 0; st == EQ_OK && d < dp; d++) l0[d] = run->reps[d].eval_l0_sum[s], cnt[d] = run->reps[d].eval_tokens;
+    for (int d = 0; st == EQ_OK && d < nl; d++) l0[d] = run->reps[d].eval_l0_sum[s], cnt[d] = run->reps[d].eval_tokens;
     if (st == EQ_OK) st = reduce_scalar(step, l0, EQ_REDOP_SUM, &l0_sum);
     if (st == EQ_OK) st = reduce_scalar(step, cnt, EQ_REDOP_SUM, &cnt_sum);
     if (st == EQ_OK) st = capture_scalar(cap, step, s, "eval_l0", l0_sum / cnt_sum);
     free(l0), free(cnt);
 cleanup:
-    for (int d = 0; parts != NULL && d < dp; d++) free(parts[d]);
+    for (int d = 0; parts != NULL && d < nl; d++) free(parts[d]);
     free(parts), free(rows), free(out);
     return st;
 }
@@ -260,27 +279,27 @@ cleanup:
 static eq_status capture_losses(const eq_step *step, spd_run *run, eq_capture *cap)
 {
     eq_status st = EQ_OK;
-    const int dp = step->layout.dp, L = run->n_sites;
+    const int nl = run->n_local, L = run->n_sites;
     const eq_redop op = step->grads == EQ_GRAD_SUM ? EQ_REDOP_SUM : EQ_REDOP_AVG;
-    double *v = calloc((size_t)dp, sizeof *v), *c = calloc((size_t)dp, sizeof *c), total = 0, value = 0, count = 0;
+    double *v = calloc((size_t)nl, sizeof *v), *c = calloc((size_t)nl, sizeof *c), total = 0, value = 0, count = 0;
     char name[EQ_NAME_MAX];
     if (v == NULL || c == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for the losses");
         goto cleanup;
     }
-    for (int d = 0; d < dp; d++) {
+    for (int d = 0; d < nl; d++) {
         v[d] = 0;
         for (int k = 0; k < SPD_N_TERMS; k++) v[d] += run->reps[d].loss[k];
     }
     EQ_TRY(reduce_scalar(step, v, op, &total));
     EQ_TRY(capture_scalar(cap, step, L, "loss", total));
     for (int k = 0; k < SPD_N_TERMS; k++) {
-        for (int d = 0; d < dp; d++) v[d] = run->reps[d].loss[k];
+        for (int d = 0; d < nl; d++) v[d] = run->reps[d].loss[k];
         EQ_TRY(reduce_scalar(step, v, op, &value));
         snprintf(name, sizeof name, "loss.%s", spd_term_names[k]);
         EQ_TRY(capture_scalar(cap, step, L, name, value));
     }
-    for (int d = 0; d < dp; d++) v[d] = run->reps[d].eval_recon_sum, c[d] = run->reps[d].eval_tokens * (double)run->z.d_model;
+    for (int d = 0; d < nl; d++) v[d] = run->reps[d].eval_recon_sum, c[d] = run->reps[d].eval_tokens * (double)run->z.d_model;
     EQ_TRY(reduce_scalar(step, v, EQ_REDOP_SUM, &value));
     EQ_TRY(reduce_scalar(step, c, EQ_REDOP_SUM, &count));
     EQ_TRY(capture_scalar(cap, step, L, "eval_unmasked_recon", value / count));
@@ -299,37 +318,43 @@ static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
     EQ_TRY(read_sizes(step, &run.z));
     const spd_sizes *z = &run.z;
     run.n_sites = spd_n_sites(z);
-    const spd_ctx ctx = {step->dtype, step->layout.tp, step->transport, step->algo, SPD_LEAKY_ALPHA};
+    /* The tp partial sums of this process's tp ranks, all-reduced over the step's tp group; the
+     * replicas of its dp ranks (sim: every one of both). */
+    const spd_ctx ctx = {step->dtype, step->layout.tp, eq_step_tp_group(step), SPD_LEAKY_ALPHA};
+    const eq_group dp_group = eq_step_dp_group(step);
     const int64_t rows = z->batch / dp;
+    run.first = dp_group.first_local;
+    run.n_local = dp_group.n_local;
     EQ_TRY(spd_params_init(z, step->seed, run.sites));
-    if ((run.reps = calloc((size_t)dp, sizeof *run.reps)) == NULL) {
-        st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for %d replicas", dp);
+    if ((run.reps = calloc((size_t)run.n_local, sizeof *run.reps)) == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for %d replicas", run.n_local);
         goto cleanup;
     }
-    for (int d = 0; d < dp; d++) {
-        EQ_TRY(spd_replica_init(z, run.sites, step->seed, d * rows, rows, &run.reps[d]));
-        EQ_TRY(spd_replica_forward(&ctx, z, run.sites, &run.reps[d]));
+    for (int i = 0; i < run.n_local; i++) {
+        EQ_TRY(spd_replica_init(z, run.sites, step->seed, (run.first + i) * rows, rows, &run.reps[i]));
+        EQ_TRY(spd_replica_forward(&ctx, z, run.sites, &run.reps[i]));
     }
     /* Importance minimality's sums: under sum the global S (SUM all-reduce of the local sums,
      * detached), unless the bug keeps the local ones. */
     const int global_S = sum && !(bugs & EQ_BUG_IMP_MIN_NO_WS);
     for (int s = 0; global_S && s < run.n_sites; s++) {
-        double **parts = calloc((size_t)dp, sizeof *parts);
+        double **parts = calloc((size_t)run.n_local, sizeof *parts);
         if (parts == NULL || (run.S_global[s] = calloc((size_t)run.sites[s].C, sizeof(double))) == NULL) {
             free(parts);
             st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for the importance sums");
             goto cleanup;
         }
-        for (int d = 0; d < dp; d++) parts[d] = run.reps[d].S_local[s];
+        for (int i = 0; i < run.n_local; i++) parts[i] = run.reps[i].S_local[s];
         st = reduce_dp(step, parts, run.sites[s].C, EQ_REDOP_SUM, run.S_global[s]);
         free(parts);
         if (st != EQ_OK) goto cleanup;
     }
     const double global_tokens = (double)(z->batch * z->seq), local_tokens = (double)(rows * z->seq);
-    for (int d = 0; d < dp; d++) {
+    for (int i = 0; i < run.n_local; i++) {
+        const int d = run.first + i; /* the dp rank */
         spd_conv conv;
         const double *S_use[SPD_MAX_SITES];
-        for (int s = 0; s < run.n_sites; s++) S_use[s] = global_S ? run.S_global[s] : run.reps[d].S_local[s];
+        for (int s = 0; s < run.n_sites; s++) S_use[s] = global_S ? run.S_global[s] : run.reps[i].S_local[s];
         conv.imp_S = S_use;
         conv.ppgd_warmup = SPD_PPGD_WARMUP;
         if (sum) {
@@ -346,12 +371,12 @@ static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
             conv.imp_ws = (double)dp; /* seed 000's stand-in */
             conv.imp_loss_here = 1;
         }
-        EQ_TRY(spd_replica_losses(&ctx, z, run.sites, &conv, &run.reps[d]));
+        EQ_TRY(spd_replica_losses(&ctx, z, run.sites, &conv, &run.reps[i]));
     }
     for (int s = 0; s < run.n_sites; s++) EQ_TRY(reduce_and_capture_site(step, &run, s, cap));
     EQ_TRY(capture_losses(step, &run, cap));
 cleanup:
-    free_run(&run, dp);
+    free_run(&run);
     return st;
 }
 
@@ -360,4 +385,5 @@ const eq_model eq_model_spd = {
     .summary = "SPD decomposition step (seeds 000/001): 4 losses, V/U/CI gradients under dp x tp",
     .check = spd_check,
     .run = spd_run_step,
+    .multi_process = 1,
 };

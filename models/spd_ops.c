@@ -19,15 +19,16 @@ double spd_rnd(eq_dtype dt, double x)
 eq_status spd_tp_sum(const spd_ctx *ctx, const double *parts, int64_t n, double *out)
 {
     eq_status st = EQ_OK;
-    const int tp = ctx->tp;
-    if (tp == 1) {
+    const eq_group *g = &ctx->tp_group;
+    const int n_local = g->n_local;
+    if (ctx->tp == 1) {
         memcpy(out, parts, (size_t)n * sizeof *out);
         return EQ_OK;
     }
     const size_t elem = eq_dtype_size(ctx->dt);
-    void **bufs = calloc((size_t)tp, sizeof *bufs);
+    void **bufs = calloc((size_t)n_local, sizeof *bufs);
     if (bufs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a tp all-reduce");
-    for (int r = 0; r < tp; r++) {
+    for (int r = 0; r < n_local; r++) {
         bufs[r] = malloc((size_t)n * elem + 1);
         if (bufs[r] == NULL) {
             st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a tp all-reduce of %lld values", (long long)n);
@@ -35,11 +36,10 @@ eq_status spd_tp_sum(const spd_ctx *ctx, const double *parts, int64_t n, double 
         }
         for (int64_t i = 0; i < n; i++) eq_buffer_set(ctx->dt, bufs[r], i, parts[(int64_t)r * n + i]);
     }
-    eq_group g = {.transport = ctx->transport, .algo = ctx->algo, .size = tp, .first_local = 0, .n_local = tp};
-    EQ_TRY(eq_all_reduce(&g, bufs, (size_t)n, ctx->dt, EQ_REDOP_SUM));
+    EQ_TRY(eq_all_reduce(g, bufs, (size_t)n, ctx->dt, EQ_REDOP_SUM));
     for (int64_t i = 0; i < n; i++) out[i] = eq_buffer_get(ctx->dt, bufs[0], i);
 cleanup:
-    for (int r = 0; r < tp; r++) free(bufs[r]);
+    for (int r = 0; r < n_local; r++) free(bufs[r]);
     free(bufs);
     return st;
 }
@@ -154,15 +154,16 @@ void spd_linear_nt(eq_dtype dt, int64_t T, int64_t K, int64_t N, double *out, co
 eq_status spd_delta(const spd_ctx *ctx, int64_t D, int64_t O, int64_t C, const double *W, const double *V,
                     const double *U, double *E)
 {
-    double *parts = calloc((size_t)(ctx->tp * D * O), sizeof *parts);
+    double *parts = calloc((size_t)(ctx->tp_group.n_local * D * O), sizeof *parts);
     if (parts == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for V U partials [%lld, %lld]", (long long)D, (long long)O);
-    for (int r = 0; r < ctx->tp; r++) {
+    for (int j = 0; j < ctx->tp_group.n_local; j++) {
+        const int r = ctx->tp_group.first_local + j;
         const int64_t c0 = spd_c0(C, ctx->tp, r), c1 = spd_c0(C, ctx->tp, r + 1);
         for (int64_t i = 0; i < D; i++)
             for (int64_t o = 0; o < O; o++) {
                 double acc = 0;
                 for (int64_t c = c0; c < c1; c++) acc += V[i * C + c] * U[c * O + o];
-                parts[(r * D + i) * O + o] = spd_rnd(ctx->dt, acc);
+                parts[(j * D + i) * O + o] = spd_rnd(ctx->dt, acc);
             }
     }
     eq_status st = spd_tp_sum(ctx, parts, D * O, E);
@@ -177,7 +178,7 @@ eq_status spd_site_forward(const spd_ctx *ctx, const spd_site *s, int64_t T, con
 {
     const eq_dtype dt = ctx->dt;
     const int64_t D = s->D, O = s->O, C = s->C;
-    double *parts = calloc((size_t)(ctx->tp * T * O), sizeof *parts);
+    double *parts = calloc((size_t)(ctx->tp_group.n_local * T * O), sizeof *parts);
     if (parts == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a site's partial outputs");
     for (int64_t t = 0; t < T; t++) {
         const double *xt = x + t * D;
@@ -193,12 +194,13 @@ eq_status spd_site_forward(const spd_ctx *ctx, const spd_site *s, int64_t T, con
             cache->xe[t * O + o] = spd_rnd(dt, acc);
         }
         if (route != NULL && !route[t]) continue; /* its partials stay 0 */
-        for (int r = 0; r < ctx->tp; r++) {
+        for (int j = 0; j < ctx->tp_group.n_local; j++) {
+            const int r = ctx->tp_group.first_local + j;
             const int64_t c0 = spd_c0(C, ctx->tp, r), c1 = spd_c0(C, ctx->tp, r + 1);
             for (int64_t o = 0; o < O; o++) {
                 double acc = 0;
                 for (int64_t c = c0; c < c1; c++) acc += cache->mv[t * C + c] * s->U[c * O + o];
-                parts[(r * T + t) * O + o] = spd_rnd(dt, acc);
+                parts[(j * T + t) * O + o] = spd_rnd(dt, acc);
             }
         }
     }
@@ -214,18 +216,20 @@ eq_status spd_site_forward(const spd_ctx *ctx, const spd_site *s, int64_t T, con
     return st;
 }
 
-/* parts[r] [T, N] = a[:, slice r] B[:, slice r]^T for each tp rank r's slice of the C components
- * (a [T, C], B [N, C]), each rounded as that rank writes it: the partials a SUM all-reduce adds. */
+/* parts[j] [T, N] = a[:, slice r] B[:, slice r]^T for each local tp rank r = first_local + j's
+ * slice of the C components (a [T, C], B [N, C]), each rounded as that rank writes it: the
+ * partials a SUM all-reduce adds. */
 static void component_partials(const spd_ctx *ctx, int64_t T, int64_t N, int64_t C, const double *a, const double *B,
                                double *parts)
 {
-    for (int r = 0; r < ctx->tp; r++) {
+    for (int j = 0; j < ctx->tp_group.n_local; j++) {
+        const int r = ctx->tp_group.first_local + j;
         const int64_t c0 = spd_c0(C, ctx->tp, r), c1 = spd_c0(C, ctx->tp, r + 1);
         for (int64_t t = 0; t < T; t++)
             for (int64_t i = 0; i < N; i++) {
                 double acc = 0;
                 for (int64_t c = c0; c < c1; c++) acc += a[t * C + c] * B[i * C + c];
-                parts[(r * T + t) * N + i] = spd_rnd(ctx->dt, acc);
+                parts[(j * T + t) * N + i] = spd_rnd(ctx->dt, acc);
             }
     }
 }
@@ -238,7 +242,7 @@ eq_status spd_site_backward(const spd_ctx *ctx, const spd_site *s, int64_t T, co
     const eq_dtype dt = ctx->dt;
     const int64_t D = s->D, O = s->O, C = s->C;
     double *dmv = calloc((size_t)(T * C), sizeof *dmv), *dxv = calloc((size_t)(T * C), sizeof *dxv);
-    double *G = calloc((size_t)(D * O), sizeof *G), *parts = calloc((size_t)(ctx->tp * T * D), sizeof *parts);
+    double *G = calloc((size_t)(D * O), sizeof *G), *parts = calloc((size_t)(ctx->tp_group.n_local * T * D), sizeof *parts);
     if (dmv == NULL || dxv == NULL || G == NULL || parts == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a site's backward");
         goto cleanup;
@@ -339,7 +343,7 @@ eq_status spd_ci_backward(const spd_ctx *ctx, const spd_ci_fn *f, int64_t T, con
 {
     const eq_dtype dt = ctx->dt;
     const int64_t D = f->D, H = f->H, C = f->C;
-    double *parts = calloc((size_t)(ctx->tp * T * H), sizeof *parts), *dh = calloc((size_t)(T * H), sizeof *dh);
+    double *parts = calloc((size_t)(ctx->tp_group.n_local * T * H), sizeof *parts), *dh = calloc((size_t)(T * H), sizeof *dh);
     eq_status st = EQ_OK;
     if (parts == NULL || dh == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a CI function's backward");

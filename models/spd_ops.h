@@ -26,8 +26,9 @@
 typedef struct {
     eq_dtype dt;                   /* EQ_FP32 or EQ_FP64 */
     int tp;                        /* component shards */
-    const eq_transport *transport; /* for the tp all-reduces */
-    eq_algo algo;
+    eq_group tp_group;             /* the tp all-reduces' group (size tp): every rank in this process
+                                      (sim), or this process's one (--comm mpi, nccl). The partial
+                                      sums are computed for its local ranks only. */
     double lower_alpha;            /* ci_lower's surrogate slope below 0: SPD_LEAKY_ALPHA in the
                                       step; 0 in the finite-difference tests (the true derivative) */
 } spd_ctx;
@@ -38,8 +39,8 @@ double spd_rnd(eq_dtype dt, double x);
 /* First component of tp rank r: r C / tp. */
 static inline int64_t spd_c0(int64_t C, int tp, int r) { return (int64_t)r * C / tp; }
 
-/* parts [tp][n] (one partial per rank, already rounded) -> out[n], the SUM all-reduce over the
- * tp group in dt on ctx's transport and algorithm (tp = 1: a copy). */
+/* parts [n_local][n] (one partial per local rank of ctx->tp_group, already rounded) -> out[n], the
+ * SUM all-reduce over the tp group in dt (tp = 1: a copy). */
 eq_status spd_tp_sum(const spd_ctx *ctx, const double *parts, int64_t n, double *out);
 
 /* RMSNorm without a weight (the target's norm weights are folded in: they are frozen):

@@ -64,7 +64,7 @@ static void setup(problem *pb, int tp)
     memset(pb, 0, sizeof *pb);
     pb->z = (spd_sizes){.batch = 2, .seq = 2, .d_model = 4, .d_mlp = 6, .layers = 2, .c_fc = 4, .c_down = 4,
                         .ci_hidden = 3, .step = 1, .steps = 4};
-    pb->ctx = (spd_ctx){EQ_FP64, tp, &eq_transport_sim, EQ_ALGO_RING, 0.0};
+    pb->ctx = (spd_ctx){EQ_FP64, tp, eq_group_sim(tp, EQ_ALGO_RING), 0.0};
     EQ_EXPECT_OK(spd_params_init(&pb->z, 99, pb->sites));
     EQ_EXPECT_OK(spd_replica_init(&pb->z, pb->sites, 99, 0, pb->z.batch, &pb->rep));
     const double tokens = (double)(pb->z.batch * pb->z.seq);
