@@ -11,18 +11,6 @@
 #include "reports/matrix_report.h"
 #include "reports/report.h"
 
-/* Cases and the tolerance table: --cases-dir/--tolerances, else $EQUIV_HOME, else the source tree. */
-static void matrix_paths(const eq_cli *cli, char *cases_dir, char *tolerances, char *golden_dir, size_t len)
-{
-    const char *home = getenv("EQUIV_HOME");
-    if (home == NULL || home[0] == '\0') home = EQUIV_SOURCE_ROOT;
-    if (cli->cases_dir) snprintf(cases_dir, len, "%s", cli->cases_dir);
-    else snprintf(cases_dir, len, "%s/cases", home);
-    if (cli->tolerances_path) snprintf(tolerances, len, "%s", cli->tolerances_path);
-    else snprintf(tolerances, len, "%s/golden/tolerances.ini", home);
-    snprintf(golden_dir, len, "%s/golden/envelopes", home);
-}
-
 typedef eq_status (*matrix_writer)(FILE *out, const eq_matrix *m);
 
 static eq_status write_file(const char *dir, const char *name, matrix_writer write, const eq_matrix *m)
@@ -45,12 +33,12 @@ static eq_status write_report_json(FILE *out, const eq_matrix *m) { return eq_re
 eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
-    char cases_dir[2048], tolerances[2048], golden_dir[2048];
+    eq_paths paths;
     eq_matrix m;
     memset(&m, 0, sizeof m);
-    matrix_paths(cli, cases_dir, tolerances, golden_dir, sizeof cases_dir);
-    eq_matrix_options opt = {.cases_dir = cases_dir, .tolerances_path = tolerances, .case_filter = cli->case_name,
-                             .dtype_filter = cli->all_dtypes ? -1 : (int)cli->dtype, .size = cli->size,
+    eq_paths_resolve(cli, &paths);
+    eq_matrix_options opt = {.cases_dir = paths.cases_dir, .tolerances_path = paths.tolerances,
+                             .case_filter = cli->case_name, .dtype_filter = cli->all_dtypes ? -1 : (int)cli->dtype, .size = cli->size,
                              .algo = cli->algo, .seed = cli->seed, .progress = stderr};
     EQ_TRY(eq_matrix_run(&opt, &m));
     if (cli->out_dir) {
@@ -75,23 +63,24 @@ cleanup:
 eq_status eq_cmd_golden(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
-    char cases_dir[2048], tolerances[2048], golden_dir[2048], path[4096];
+    eq_paths paths;
+    char path[4096];
     eq_matrix m;
     memset(&m, 0, sizeof m);
-    matrix_paths(cli, cases_dir, tolerances, golden_dir, sizeof cases_dir);
-    eq_matrix_options opt = {.cases_dir = cases_dir, .tolerances_path = tolerances, .case_filter = cli->case_name,
-                             .dtype_filter = -1, .size = "ci", .algo = EQ_ALGO_RING, .seed = 1234,
+    eq_paths_resolve(cli, &paths);
+    eq_matrix_options opt = {.cases_dir = paths.cases_dir, .tolerances_path = paths.tolerances,
+                             .case_filter = cli->case_name, .dtype_filter = -1, .size = "ci", .algo = EQ_ALGO_RING, .seed = 1234,
                              .progress = stderr};
     EQ_TRY(eq_matrix_run(&opt, &m));
     if (cli->update) {
-        EQ_TRY(eq_golden_update(golden_dir, &m, stdout));
+        EQ_TRY(eq_golden_update(paths.golden_dir, &m, stdout));
         goto cleanup;
     }
     int total = 0;
     for (int i = 0; i < m.count; i++) {
         if (i > 0 && strcmp(m.rows[i].case_name, m.rows[i - 1].case_name) == 0) continue;
         int outside = 0;
-        snprintf(path, sizeof path, "%s/%s.json", golden_dir, m.rows[i].case_name);
+        snprintf(path, sizeof path, "%s/%s.json", paths.golden_dir, m.rows[i].case_name);
         EQ_TRY(eq_golden_check(path, &m, m.rows[i].case_name, stdout, &outside));
         printf("golden: %s: %s\n", m.rows[i].case_name, outside ? "LEFT its envelope" : "inside its envelope");
         total += outside;

@@ -21,16 +21,15 @@
 
 #define MAX_COMPARISONS 64
 
-/* Where cases and the tolerance table live: the options, else $EQUIV_HOME, else the source tree
- * this binary was built from. */
-static void resolve_paths(const eq_cli *cli, char *cases_dir, char *tolerances, size_t len)
+void eq_paths_resolve(const eq_cli *cli, eq_paths *p)
 {
     const char *home = getenv("EQUIV_HOME");
     if (home == NULL || home[0] == '\0') home = EQUIV_SOURCE_ROOT;
-    if (cli->cases_dir) snprintf(cases_dir, len, "%s", cli->cases_dir);
-    else snprintf(cases_dir, len, "%s/cases", home);
-    if (cli->tolerances_path) snprintf(tolerances, len, "%s", cli->tolerances_path);
-    else snprintf(tolerances, len, "%s/golden/tolerances.ini", home);
+    if (cli->cases_dir) snprintf(p->cases_dir, sizeof p->cases_dir, "%s", cli->cases_dir);
+    else snprintf(p->cases_dir, sizeof p->cases_dir, "%s/cases", home);
+    if (cli->tolerances_path) snprintf(p->tolerances, sizeof p->tolerances, "%s", cli->tolerances_path);
+    else snprintf(p->tolerances, sizeof p->tolerances, "%s/golden/tolerances.ini", home);
+    snprintf(p->golden_dir, sizeof p->golden_dir, "%s/golden/envelopes", home);
 }
 
 static eq_status find_tolerance(const eq_tolerance_table *table, const char *entry, const char *who,
@@ -171,7 +170,8 @@ static eq_status start_world(const eq_cli *cli, eq_world *world, int *have_world
 eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
-    char cases_dir[2048], tolerances_path[2048], who[1100];
+    eq_paths paths;
+    char who[1100];
     eq_case *kase = calloc(1, sizeof *kase);
     eq_tolerance_table *table = calloc(1, sizeof *table);
     eq_comparison cmps[MAX_COMPARISONS];
@@ -192,9 +192,9 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
 
     EQ_TRY(start_world(cli, &world, &have_world));
     /* Everything the user asked for is checked before anything runs or is written. */
-    resolve_paths(cli, cases_dir, tolerances_path, sizeof cases_dir);
-    EQ_TRY(eq_case_load_named(cases_dir, cli->case_name, kase));
-    EQ_TRY(eq_tolerance_load(tolerances_path, table));
+    eq_paths_resolve(cli, &paths);
+    EQ_TRY(eq_case_load_named(paths.cases_dir, cli->case_name, kase));
+    EQ_TRY(eq_tolerance_load(paths.tolerances, table));
     EQ_TRY(eq_run_spec_init(&spec, kase, cli->size));
     EQ_TRY(eq_backend_find(cli->backend, &backend));
     spec.step.backend = backend;
@@ -221,9 +221,9 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
                          eq_dtype_name(dtypes[i]));
             goto cleanup;
         }
-        EQ_TRY(find_tolerance(table, kase->tolerance[dtypes[i]], who, tolerances_path, &tols[dtypes[i]]));
+        EQ_TRY(find_tolerance(table, kase->tolerance[dtypes[i]], who, paths.tolerances, &tols[dtypes[i]]));
         const char *grad_entry = kase->grad_tolerance[dtypes[i]];
-        EQ_TRY(find_tolerance(table, grad_entry[0] ? grad_entry : kase->tolerance[dtypes[i]], who, tolerances_path,
+        EQ_TRY(find_tolerance(table, grad_entry[0] ? grad_entry : kase->tolerance[dtypes[i]], who, paths.tolerances,
                               &grad_tols[dtypes[i]]));
         for (int j = 0; j < n_layouts; j++) {
             spec.step.dtype = dtypes[i];
@@ -341,7 +341,7 @@ cleanup:
 eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
-    char cases_dir[2048], tolerances_path[2048];
+    eq_paths paths;
     eq_capture ref = {0}, test = {0};
     eq_comparison cmp = {0};
     int have_cmp = 0;
@@ -352,14 +352,14 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
         st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the comparison");
         goto cleanup;
     }
-    resolve_paths(cli, cases_dir, tolerances_path, sizeof cases_dir);
-    EQ_TRY(eq_tolerance_load(tolerances_path, table));
+    eq_paths_resolve(cli, &paths);
+    EQ_TRY(eq_tolerance_load(paths.tolerances, table));
     EQ_TRY(eq_dump_read(cli->compare_paths[0], &ref));
     EQ_TRY(eq_dump_read(cli->compare_paths[1], &test));
 
     /* The case the reference came from, if this tree has it, names tolerance and expectation. */
     char case_path[4096];
-    snprintf(case_path, sizeof case_path, "%s/%s.ini", cases_dir, ref.meta.case_name);
+    snprintf(case_path, sizeof case_path, "%s/%s.ini", paths.cases_dir, ref.meta.case_name);
     int known_case = 0;
     FILE *probe = fopen(case_path, "r");
     if (probe != NULL) {
@@ -370,10 +370,10 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     const char *entry = cli->tolerance_name;
     if (entry == NULL && known_case && kase->tolerance[ref.meta.dtype][0] != '\0') entry = kase->tolerance[ref.meta.dtype];
     if (entry == NULL) entry = default_tolerance_entry(ref.meta.dtype);
-    EQ_TRY(find_tolerance(table, entry, cli->tolerance_name ? "--tolerance" : "the comparison", tolerances_path, &tol));
+    EQ_TRY(find_tolerance(table, entry, cli->tolerance_name ? "--tolerance" : "the comparison", paths.tolerances, &tol));
     eq_tolerance grad_tol = tol;
     if (cli->tolerance_name == NULL && known_case && kase->grad_tolerance[ref.meta.dtype][0] != '\0')
-        EQ_TRY(find_tolerance(table, kase->grad_tolerance[ref.meta.dtype], "the case", tolerances_path, &grad_tol));
+        EQ_TRY(find_tolerance(table, kase->grad_tolerance[ref.meta.dtype], "the case", paths.tolerances, &grad_tol));
     eq_expect expect = EQ_EXPECT_WITHIN;
     if (cli->has_expect) expect = cli->expect;
     else if (known_case) expect = eq_case_expectation(kase, ref.meta.dtype, (eq_layout){test.meta.dp, test.meta.tp});
@@ -396,16 +396,17 @@ cleanup:
 eq_status eq_cmd_list(const eq_cli *cli)
 {
     eq_status st = EQ_OK;
-    char cases_dir[2048], tolerances_path[2048], names[64][EQ_CASE_KEY_MAX];
+    eq_paths paths;
+    char names[64][EQ_CASE_KEY_MAX];
     int n = 0;
     eq_case *kase = calloc(1, sizeof *kase);
     if (kase == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the case list");
-    resolve_paths(cli, cases_dir, tolerances_path, sizeof cases_dir);
-    EQ_TRY(eq_case_list(cases_dir, names, 64, &n));
-    printf("cases (%s):\n", cases_dir);
+    eq_paths_resolve(cli, &paths);
+    EQ_TRY(eq_case_list(paths.cases_dir, names, 64, &n));
+    printf("cases (%s):\n", paths.cases_dir);
     for (int i = 0; i < n; i++) {
         char path[4096], layout[32];
-        snprintf(path, sizeof path, "%s/%s.ini", cases_dir, names[i]);
+        snprintf(path, sizeof path, "%s/%s.ini", paths.cases_dir, names[i]);
         EQ_TRY(eq_case_load(path, kase));
         printf("  %-16s %s\n", kase->name, kase->summary);
         printf("  %-16s layouts:", "");

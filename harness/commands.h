@@ -5,6 +5,16 @@
 
 #include "harness/cli.h"
 
+/* Where a command finds its inputs: --cases-dir and --tolerances, else under $EQUIV_HOME, else
+ * under the source tree this binary was built from. golden/envelopes has no option. */
+typedef struct {
+    char cases_dir[2048];
+    char tolerances[2048];
+    char golden_dir[2048];
+} eq_paths;
+
+void eq_paths_resolve(const eq_cli *cli, eq_paths *p);
+
 eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected);
 eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected);
 eq_status eq_cmd_list(const eq_cli *cli);
