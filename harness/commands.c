@@ -148,6 +148,16 @@ static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec, int n_la
     return EQ_OK;
 }
 
+/* --backend names where the step computes: a model that computes on the host only refuses any
+ * other backend, so that a dump never says cuda for a step that ran on the CPU. */
+static eq_status check_backend(const eq_cli *cli, const eq_run_spec *spec)
+{
+    if (strcmp(cli->backend, "cuda") != 0 || !spec->model->host_only) return EQ_OK;
+    return EQ_FAIL(EQ_ERR_USAGE, "case %s (model %s) computes on the host only (every sum accumulated in fp64 and "
+                   "rounded once, in its own order): run it with --backend cpu, under any --comm", spec->kase->name,
+                   spec->model->name);
+}
+
 /* Under --comm mpi the ranks start together before anything else, so that every error after this
  * point is agreed on and printed once, by the rank it happened on, before MPI finalizes (a rank
  * that exits first with an error makes the launcher end the others). */
@@ -196,6 +206,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     EQ_TRY(eq_case_load_named(paths.cases_dir, cli->case_name, kase));
     EQ_TRY(eq_tolerance_load(paths.tolerances, table));
     EQ_TRY(eq_run_spec_init(&spec, kase, cli->size));
+    EQ_TRY(check_backend(cli, &spec));
     EQ_TRY(eq_backend_find(cli->backend, &backend));
     spec.step.backend = backend;
 #if EQUIV_HAVE_CUDA

@@ -77,6 +77,9 @@ typedef struct {
     /* 1: run computes only this process's members when step->world is set (--comm mpi), and every
      * process ends with the full captured tensors. 0: every rank in one process only. */
     int multi_process;
+    /* 1: computes on the host whatever step->backend is (no GEMM or op goes through it), so
+     * --backend cuda is refused rather than run on the CPU under a GPU's name. */
+    int host_only;
 } eq_model;
 
 /* The model named `name`, or EQ_ERR_INPUT listing the known ones. */

@@ -386,4 +386,6 @@ const eq_model eq_model_spd = {
     .check = spd_check,
     .run = spd_run_step,
     .multi_process = 1,
+    /* every element is an fp64 sum rounded once (models/spd_ops.h), computed on the host */
+    .host_only = 1,
 };
