@@ -115,11 +115,10 @@ static int layouts_to_run(const eq_cli *cli, const eq_case *kase, eq_layout *out
     return n;
 }
 
-/* --comm: sim, or a multi-process transport this build has and this case supports. One layout
- * only under a multi-process transport: the launcher started dp x tp processes for it. */
-static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec, int n_layouts)
+/* --comm: sim, or a multi-process transport this build has and this case supports. (One layout
+ * only under a multi-process transport, the one of --dp and --tp: start_world insists on them.) */
+static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec)
 {
-    (void)n_layouts;
     const char *comm = cli->transport;
     if (strcmp(comm, "sim") == 0) {
         if (cli->algo == EQ_ALGO_MPI)
@@ -168,11 +167,11 @@ static eq_status start_world(const eq_cli *cli, eq_world *world, int *have_world
     if (cli->dp == 0 && cli->tp == 0)
         return EQ_FAIL(EQ_ERR_USAGE, "--comm %s runs one layout: give --dp and --tp (the launcher starts dp x tp "
                        "processes)", cli->transport);
-    if (!EQUIV_HAVE_MPI || (nccl && !EQUIV_HAVE_NCCL)) return check_comm(cli, NULL, 1);
+    if (!EQUIV_HAVE_MPI || (nccl && !EQUIV_HAVE_NCCL)) return check_comm(cli, NULL);
     *have_world = 1;
     eq_status st = eq_world_init_mpi(world, (eq_layout){cli->dp ? cli->dp : 1, cli->tp ? cli->tp : 1});
     /* NCCL's communicators over the MPI world: one GPU per process (world_nccl.c) */
-    if (st == EQ_OK && nccl) st = check_comm(cli, NULL, 1);
+    if (st == EQ_OK && nccl) st = check_comm(cli, NULL);
     if (st == EQ_OK && nccl) st = eq_world_start_nccl(world, cli->algo);
     return st;
 }
@@ -224,7 +223,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         dtypes[n_dtypes++] = cli->dtype;
     }
     const int n_layouts = layouts_to_run(cli, kase, layouts);
-    EQ_TRY(check_comm(cli, &spec, n_layouts));
+    EQ_TRY(check_comm(cli, &spec));
     snprintf(who, sizeof who, "case file %s", kase->path);
     for (int i = 0; i < n_dtypes; i++) {
         if (kase->tolerance[dtypes[i]][0] == '\0') {
