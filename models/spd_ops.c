@@ -151,24 +151,42 @@ void spd_linear_nt(eq_dtype dt, int64_t T, int64_t K, int64_t N, double *out, co
         }
 }
 
-eq_status spd_delta(const spd_ctx *ctx, int64_t D, int64_t O, int64_t C, const double *W, const double *V,
-                    const double *U, double *E)
+/* parts[j] [T, N] = a[:, slice r] B[:, slice r]^T for each local tp rank r = first_local + j's
+ * slice of the C components (a [T, C], B [N, C]), each rounded as that rank writes it: the
+ * partials a SUM all-reduce adds. */
+static void component_partials(const spd_ctx *ctx, int64_t T, int64_t N, int64_t C, const double *a, const double *B,
+                               double *parts)
 {
-    double *parts = calloc((size_t)(ctx->tp_group.n_local * D * O), sizeof *parts);
-    if (parts == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for V U partials [%lld, %lld]", (long long)D, (long long)O);
     for (int j = 0; j < ctx->tp_group.n_local; j++) {
         const int r = ctx->tp_group.first_local + j;
         const int64_t c0 = spd_c0(C, ctx->tp, r), c1 = spd_c0(C, ctx->tp, r + 1);
-        for (int64_t i = 0; i < D; i++)
-            for (int64_t o = 0; o < O; o++) {
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < N; i++) {
                 double acc = 0;
-                for (int64_t c = c0; c < c1; c++) acc += V[i * C + c] * U[c * O + o];
-                parts[(j * D + i) * O + o] = spd_rnd(ctx->dt, acc);
+                for (int64_t c = c0; c < c1; c++) acc += a[t * C + c] * B[i * C + c];
+                parts[(j * T + t) * N + i] = spd_rnd(ctx->dt, acc);
             }
     }
-    eq_status st = spd_tp_sum(ctx, parts, D * O, E);
-    for (int64_t i = 0; st == EQ_OK && i < D; i++)
+}
+
+eq_status spd_delta(const spd_ctx *ctx, int64_t D, int64_t O, int64_t C, const double *W, const double *V,
+                    const double *U, double *E)
+{
+    eq_status st = EQ_OK;
+    double *parts = calloc((size_t)(ctx->tp_group.n_local * D * O), sizeof *parts);
+    double *Ut = malloc((size_t)(O * C) * sizeof *Ut); /* [O, C]: U's rows as component_partials reads B */
+    if (parts == NULL || Ut == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for V U partials [%lld, %lld]", (long long)D, (long long)O);
+        goto cleanup;
+    }
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t o = 0; o < O; o++) Ut[o * C + c] = U[c * O + o];
+    component_partials(ctx, D, O, C, V, Ut, parts);
+    EQ_TRY(spd_tp_sum(ctx, parts, D * O, E));
+    for (int64_t i = 0; i < D; i++)
         for (int64_t o = 0; o < O; o++) E[i * O + o] = spd_rnd(ctx->dt, W[o * D + i] - E[i * O + o]);
+cleanup:
+    free(Ut);
     free(parts);
     return st;
 }
@@ -214,24 +232,6 @@ eq_status spd_site_forward(const spd_ctx *ctx, const spd_site *s, int64_t T, con
     }
     free(parts);
     return st;
-}
-
-/* parts[j] [T, N] = a[:, slice r] B[:, slice r]^T for each local tp rank r = first_local + j's
- * slice of the C components (a [T, C], B [N, C]), each rounded as that rank writes it: the
- * partials a SUM all-reduce adds. */
-static void component_partials(const spd_ctx *ctx, int64_t T, int64_t N, int64_t C, const double *a, const double *B,
-                               double *parts)
-{
-    for (int j = 0; j < ctx->tp_group.n_local; j++) {
-        const int r = ctx->tp_group.first_local + j;
-        const int64_t c0 = spd_c0(C, ctx->tp, r), c1 = spd_c0(C, ctx->tp, r + 1);
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t i = 0; i < N; i++) {
-                double acc = 0;
-                for (int64_t c = c0; c < c1; c++) acc += a[t * C + c] * B[i * C + c];
-                parts[(j * T + t) * N + i] = spd_rnd(ctx->dt, acc);
-            }
-    }
 }
 
 eq_status spd_site_backward(const spd_ctx *ctx, const spd_site *s, int64_t T, const double *x, const double *m,
