@@ -1,8 +1,9 @@
 /* The simulated collectives on the device (built with the cuda feature only): --backend cuda
  * --comm sim keeps every rank in one process, as the CPU sim transport does, and folds their
  * buffers on the GPU in exactly the order and rounding of reductions/fold.c (the NCCL ring order
- * by default). The result is bit-identical to the CPU emulation (reductions/fold_cuda_test.c), so
- * what a multi-GPU run would produce from the same partial sums is predicted, on one device.
+ * by default). The result is bit-identical to the CPU emulation (reductions/fold_cuda_test.c; a
+ * NaN's payload aside), so what a multi-GPU run would produce from the same partial sums is
+ * predicted, on one device.
  *
  * The members' buffers are host memory today (the model path keeps tensors on the host): each
  * collective uploads them to a device buffer this module owns, folds there and downloads. */
