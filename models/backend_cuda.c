@@ -4,7 +4,11 @@
  *   fp32  cublasGemmEx, CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC under CUBLAS_PEDANTIC_MATH: fp32
  *         FMA accumulation, no TF32 and no reduced-precision reduction;
  *   bf16  cublasGemmEx, CUDA_R_16BF in and out, CUBLAS_COMPUTE_32F (fp32 accumulation, one
- *         rounding to bf16 at the end), default math: the tensor-core path training runs on;
+ *         rounding to bf16 at the end): the tensor-core path training runs on, with
+ *         CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION so that split-K partial sums stay in
+ *         fp32 (the default math lets cuBLAS round them to bf16; PyTorch allows that by default,
+ *         allow_bf16_reduced_precision_reduction, but the contract and the rounding bound here
+ *         are for one rounding);
  *   fp64  cublasDgemm under CUBLAS_PEDANTIC_MATH.
  * The accumulation order is cuBLAS's (blocked, FMAs, possibly split-K with a fixed reduction), not
  * the CPU's: the two backends agree within K * u of the sum of |products|, not bit for bit.
@@ -21,7 +25,7 @@
  * Buffers: the backend interface takes host pointers, so each GEMM copies A and B to device
  * buffers it owns (grown as needed), runs, and copies C back. All state is in `gemm`, freed in one
  * place (cuda_release, which also frees the sim-cuda transport's buffers and the stream). Calls are
- * serialised by a mutex: the sim ranks may call from threads. */
+ * serialised by a mutex; they all come from the thread that opened the device (models/cuda_device.h). */
 #include <cublas_v2.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -91,18 +95,6 @@ static struct {
 } gemm = {0};
 static pthread_mutex_t gemm_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The local rank the launcher gives (one GPU per process on a node), or -1. */
-static int local_rank_from_env(void)
-{
-    static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-                                        "PMI_LOCAL_RANK"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *v = getenv(names[i]);
-        if (v != NULL && v[0] != '\0') return atoi(v);
-    }
-    return -1;
-}
-
 static void cuda_release(void)
 {
     pthread_mutex_lock(&gemm_lock);
@@ -125,7 +117,7 @@ static eq_status open_locked(void)
     int created = 0;
     struct cudaDeviceProp prop;
     if (gemm.ready) return EQ_OK;
-    EQ_TRY(eq_cuda_open(local_rank_from_env()));
+    EQ_TRY(eq_cuda_open(-1)); /* the launcher's local rank picks the GPU */
     EQ_TRY(load_cublas());
     EQ_CUDA_TRY(cudaGetDeviceProperties(&prop, eq_cuda_device()));
     snprintf(gemm.device_name, sizeof gemm.device_name, "%s", prop.name);
@@ -167,7 +159,9 @@ static eq_status gemm_locked(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
         const float one = 1.0f, zero = 0.0f;
         const cudaDataType type = dt == EQ_BF16 ? CUDA_R_16BF : CUDA_R_32F;
         const cublasComputeType_t compute = dt == EQ_BF16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
-        EQ_CUBLAS_TRY(cublas.cublasSetMathMode(gemm.blas, dt == EQ_BF16 ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH));
+        const cublasMath_t bf16_math =
+            (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+        EQ_CUBLAS_TRY(cublas.cublasSetMathMode(gemm.blas, dt == EQ_BF16 ? bf16_math : CUBLAS_PEDANTIC_MATH));
         EQ_CUBLAS_TRY(cublas.cublasGemmEx(gemm.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, gemm.b.ptr, type, k, gemm.a.ptr,
                                    type, k, &zero, gemm.c.ptr, type, m, compute, CUBLAS_GEMM_DEFAULT));
     }

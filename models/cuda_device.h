@@ -20,9 +20,12 @@ typedef struct {
     size_t bytes;
 } eq_cuda_buffer;
 
-/* Picks the device (EQUIV_CUDA_DEVICE, or `local_rank` modulo the count when >= 0, else 0),
- * creates the stream. Idempotent. EQ_ERR_BACKEND "no CUDA device" when cudaGetDeviceCount fails
- * or finds none (the driver's reason in the message). */
+/* Picks the device (EQUIV_CUDA_DEVICE, else `local_rank` modulo the count when >= 0, else the
+ * launcher's local rank (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID,
+ * PMI_LOCAL_RANK) modulo the count, else 0), creates the stream. Idempotent. EQ_ERR_BACKEND "no
+ * CUDA device" when cudaGetDeviceCount fails or finds none (the driver's reason in the message).
+ * CUDA is used from the thread that opened it only (cudaSetDevice is per thread): the CPU GEMM's
+ * threads and the MPI watchdog never call it. */
 eq_status eq_cuda_open(int local_rank);
 /* The stream every copy and kernel runs on (after eq_cuda_open). */
 cudaStream_t eq_cuda_stream(void);
