@@ -14,6 +14,7 @@
 #pragma GCC diagnostic pop
 
 #include "models/cuda_device.h"
+#include "reductions/fold.h"
 
 #define DEFAULT_TIMEOUT_S 300.0
 #define POLL_NS 50000L /* 50 us between polls of a pending operation */
@@ -68,7 +69,9 @@ static void abort_world(eq_nccl_world *w)
 static eq_status fail_nccl(axis_comm *c, const char *what, ncclResult_t r)
 {
     char detail[512];
-    const char *last = c->comm != NULL ? ncclGetLastError(c->comm) : NULL;
+    /* a failed ncclCommSplit leaves the child NULL: the world communicator has the detail */
+    ncclComm_t from = c->comm != NULL ? c->comm : c->world->axes[EQ_NCCL_WORLD].comm;
+    const char *last = ncclGetLastError(from);
     snprintf(detail, sizeof detail, "%s", last != NULL && last[0] != '\0' ? last : "no further detail");
     abort_world(c->world);
     return EQ_FAIL(EQ_ERR_BACKEND, "rank %d/%d: %s on %s (%d ranks): %s (%s); communicators aborted",
@@ -133,12 +136,15 @@ eq_status eq_nccl_bootstrap_from_mpi(MPI_Comm comm, eq_nccl_bootstrap *out)
     return EQ_OK;
 }
 
-static const char *nccl_algo_name(eq_algo algo)
+/* NCCL_ALGO for --algo (NCCL 2.24+ syntax: a default list, then per-function lists). Only the
+ * all-reduce has a tree or NVLS form; forcing Tree or NVLS on every function makes NCCL refuse
+ * the all-gathers and broadcasts ("no algorithm/protocol available"), so the others stay Ring. */
+static const char *nccl_algo_env(eq_algo algo)
 {
     switch (algo) {
-    case EQ_ALGO_RING: return "Ring";
-    case EQ_ALGO_TREE: return "Tree";
-    case EQ_ALGO_FP32ACC: return "NVLS";
+    case EQ_ALGO_RING: return "ring";
+    case EQ_ALGO_TREE: return "ring;allreduce:tree";
+    case EQ_ALGO_FP32ACC: return "ring;allreduce:nvls";
     case EQ_ALGO_SEQ: return NULL;
     case EQ_ALGO_MPI: return NULL; /* MPI's own all-reduce: not a NCCL algorithm */
     }
@@ -157,8 +163,8 @@ eq_status eq_nccl_world_init(const eq_nccl_bootstrap *b, int dp, int tp, eq_algo
     if (dp < 1 || tp < 1 || dp * tp != b->world_size)
         return EQ_FAIL(EQ_ERR_USAGE, "rank %d/%d: layout dp%d-tp%d needs %d ranks, the launcher started %d",
                        b->world_rank, b->world_size, dp, tp, dp * tp, b->world_size);
-    const char *algo_name = nccl_algo_name(algo);
-    if (algo_name == NULL)
+    const char *algo_env = nccl_algo_env(algo);
+    if (algo_env == NULL)
         return EQ_FAIL(EQ_ERR_USAGE, "--algo %s has no NCCL counterpart (ring, tree or fp32acc)", eq_algo_name(algo));
     w = calloc(1, sizeof *w);
     if (w == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the NCCL world");
@@ -172,7 +178,7 @@ eq_status eq_nccl_world_init(const eq_nccl_bootstrap *b, int dp, int tp, eq_algo
         w->axes[a] = (axis_comm){NULL, size_of[a], a == EQ_NCCL_DP ? rank_of[1] : a == EQ_NCCL_TP ? rank_of[2] : rank_of[0],
                                  axis_names[a], w};
     eq_cuda_set_rank(b->world_rank, b->world_size); /* device errors name this rank */
-    setenv("NCCL_ALGO", algo_name, 0); /* read when the communicator is created; the environment wins */
+    setenv("NCCL_ALGO", algo_env, 0); /* read when the communicator is created; the environment wins */
     st = eq_cuda_open(b->local_rank); /* on failure, still take part in the id's broadcast below */
 
     /* Rank 0 makes the id and sends it to all; a failure on rank 0 is sent too, so no rank waits. */
@@ -180,10 +186,21 @@ eq_status eq_nccl_world_init(const eq_nccl_bootstrap *b, int dp, int tp, eq_algo
     if (b->world_rank == 0) hello.ok = st == EQ_OK && ncclGetUniqueId(&hello.id) == ncclSuccess;
     if (MPI_Bcast(&hello, (int)sizeof hello, MPI_BYTE, 0, b->comm) != MPI_SUCCESS && st == EQ_OK)
         st = EQ_FAIL(EQ_ERR_BACKEND, "rank %d/%d: MPI_Bcast of the NCCL id failed", b->world_rank, b->world_size);
+    /* Every rank ready (its device open, the id here) or none starts NCCL: a rank that cannot
+     * join would leave the others waiting in ncclCommInitRank until the timeout. */
+    int ready = st == EQ_OK && hello.ok, all_ready = 0;
+    if (MPI_Allreduce(&ready, &all_ready, 1, MPI_INT, MPI_MIN, b->comm) != MPI_SUCCESS && st == EQ_OK)
+        st = EQ_FAIL(EQ_ERR_BACKEND, "rank %d/%d: MPI_Allreduce of the ranks' readiness failed", b->world_rank,
+                     b->world_size);
     if (st != EQ_OK) goto cleanup;
     if (!hello.ok) {
         st = EQ_FAIL(EQ_ERR_BACKEND, "rank %d/%d: rank 0 could not create the NCCL id (ncclGetUniqueId)", b->world_rank,
                      b->world_size);
+        goto cleanup;
+    }
+    if (!all_ready) {
+        st = EQ_FAIL(EQ_ERR_BACKEND, "rank %d/%d: another rank could not open its GPU (its own error names it); NCCL "
+                     "not started", b->world_rank, b->world_size);
         goto cleanup;
     }
 
@@ -215,16 +232,15 @@ eq_group eq_nccl_group(const eq_nccl_world *w, eq_nccl_axis axis)
 
 int eq_nccl_world_rank(const eq_nccl_world *w) { return w->world_rank; }
 
-/* Finalize (flushes pending work), waiting at most the timeout, then destroy; a communicator
+/* Finalize (flushes pending work), waiting until `deadline` at most, then destroy; a communicator
  * that cannot finish is aborted. Records no error: this also runs on the error path. */
-static void close_comm(axis_comm *c, double timeout_s)
+static void close_comm(axis_comm *c, double deadline)
 {
     const struct timespec pause = {0, POLL_NS};
     ncclResult_t r = ncclCommFinalize(c->comm), async = ncclInProgress;
-    const double start = now_s();
     while (r == ncclSuccess || r == ncclInProgress) {
         if (ncclCommGetAsyncError(c->comm, &async) != ncclSuccess || async != ncclInProgress) break;
-        if (now_s() - start > timeout_s) break;
+        if (now_s() > deadline) break;
         nanosleep(&pause, NULL);
     }
     if ((r == ncclSuccess || r == ncclInProgress) && async == ncclSuccess) ncclCommDestroy(c->comm);
@@ -232,12 +248,14 @@ static void close_comm(axis_comm *c, double timeout_s)
     c->comm = NULL;
 }
 
+/* One deadline for the three communicators: with a dead peer, shutdown takes one timeout, not three. */
 void eq_nccl_world_free(eq_nccl_world **wp)
 {
     eq_nccl_world *w = *wp;
     if (w == NULL) return;
+    const double deadline = now_s() + w->timeout_s;
     for (int a = 2; a >= 0; a--)
-        if (w->axes[a].comm != NULL) close_comm(&w->axes[a], w->timeout_s);
+        if (w->axes[a].comm != NULL) close_comm(&w->axes[a], deadline);
     eq_cuda_buffer_free(&w->send);
     eq_cuda_buffer_free(&w->recv);
     free(w);
@@ -279,6 +297,12 @@ static eq_status nccl_all_reduce(const eq_group *g, void *const bufs[], size_t c
     const size_t bytes = count * eq_dtype_size(dt);
     EQ_TRY(comm_of(g, "all_reduce", &c));
     EQ_TRY(reserve(c->world, bytes, 0));
+    /* NVLS has no ncclAvg: each rank multiplies its input by dt(1/n) first, as NCCL's own AVG
+     * (a pre-multiplied sum) and the sim fold do, and NVLS sums. */
+    if (op == EQ_REDOP_AVG && c->world->algo == EQ_ALGO_FP32ACC) {
+        eq_fold_premultiply(dt, c->size, bufs[0], count);
+        op = EQ_REDOP_SUM;
+    }
     EQ_TRY(eq_cuda_upload_rows(c->world->send.ptr, bufs[0], bytes, 1, bytes));
     NCCL_TRY(c, "all_reduce", ncclAllReduce(c->world->send.ptr, c->world->send.ptr, count, nccl_type(dt), nccl_op(op),
                                             c->comm, eq_cuda_stream()));

@@ -17,9 +17,14 @@
  * Buffers are host memory (the interface of collectives.h; one local member, bufs[0]): each
  * collective copies them to a device buffer the world owns, runs on the device, copies back.
  *
- * The algorithm: NCCL picks its own unless told; eq_nccl_world_init sets NCCL_ALGO (Ring for ring,
- * Tree for tree, NVLS for fp32acc) before creating the communicators, unless the environment
- * already sets it. seq has no NCCL counterpart (EQ_ERR_USAGE). */
+ * The algorithm: NCCL picks its own unless told; eq_nccl_world_init sets NCCL_ALGO before creating
+ * the communicators, unless the environment already sets it: "ring" for ring, and for tree and
+ * fp32acc the all-reduce alone on Tree or NVLS ("ring;allreduce:tree", "ring;allreduce:nvls"),
+ * the only function NCCL runs on them (all-gather and broadcast stay Ring). NVLS has no ncclAvg:
+ * under fp32acc an AVG all-reduce is each rank's input pre-multiplied by dt(1/n) and summed, as
+ * the sim fold computes it. NVLS needs NVSwitch multicast; without it NCCL refuses and the run
+ * ends with its error. seq has no NCCL counterpart (EQ_ERR_USAGE). No model reduce-scatters
+ * today; NCCL's reduce-scatter is Ring whatever --algo says. */
 #ifndef EQUIV_REDUCTIONS_NCCL_TRANSPORT_H
 #define EQUIV_REDUCTIONS_NCCL_TRANSPORT_H
 
