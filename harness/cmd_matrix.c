@@ -38,8 +38,8 @@ eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected)
     memset(&m, 0, sizeof m);
     eq_paths_resolve(cli, &paths);
     eq_matrix_options opt = {.cases_dir = paths.cases_dir, .tolerances_path = paths.tolerances,
-                             .case_filter = cli->case_name, .dtype_filter = cli->all_dtypes ? -1 : (int)cli->dtype, .size = cli->size,
-                             .algo = cli->algo, .seed = cli->seed, .progress = stderr};
+                             .case_filter = cli->case_name, .dtype_filter = cli->all_dtypes ? -1 : (int)cli->dtype,
+                             .size = cli->size, .algo = cli->algo, .seed = cli->seed, .progress = stderr};
     EQ_TRY(eq_matrix_run(&opt, &m));
     if (cli->out_dir) {
         EQ_TRY(eq_ensure_dir(cli->out_dir));
@@ -69,8 +69,8 @@ eq_status eq_cmd_golden(const eq_cli *cli, int *n_unexpected)
     memset(&m, 0, sizeof m);
     eq_paths_resolve(cli, &paths);
     eq_matrix_options opt = {.cases_dir = paths.cases_dir, .tolerances_path = paths.tolerances,
-                             .case_filter = cli->case_name, .dtype_filter = -1, .size = "ci", .algo = EQ_ALGO_RING, .seed = 1234,
-                             .progress = stderr};
+                             .case_filter = cli->case_name, .dtype_filter = -1, .size = "ci", .algo = EQ_ALGO_RING,
+                             .seed = 1234, .progress = stderr};
     EQ_TRY(eq_matrix_run(&opt, &m));
     if (cli->update) {
         EQ_TRY(eq_golden_update(paths.golden_dir, &m, stdout));
