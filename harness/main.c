@@ -11,8 +11,6 @@
 #include "harness/world.h"
 #include "models/backend.h"
 
-static const char *env_get(const char *name) { return getenv(name); }
-
 /* Under a multi-process --comm, once the ranks run together an error is printed by the rank it
  * happened on (harness/world.h: eq_world_finish, eq_world_abort). Before that (a bad command line)
  * every rank meets the same error: rank 0 alone prints it, and the others wait a moment before
@@ -22,7 +20,7 @@ static int prints_errors(const eq_cli *cli)
     eq_rank_env env;
     if (eq_world_error_printed()) return 0;
     if (cli->transport == NULL || strcmp(cli->transport, "sim") == 0) return 1;
-    if (eq_rank_env_read(env_get, &env) != EQ_OK || env.rank == 0) return 1;
+    if (eq_rank_env_read(eq_env_get, &env) != EQ_OK || env.rank == 0) return 1;
     const struct timespec moment = {1, 0};
     nanosleep(&moment, NULL);
     return 0;

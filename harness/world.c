@@ -76,7 +76,7 @@ eq_group eq_world_dp_group(const eq_world *w, eq_algo algo)
 
 #if EQUIV_HAVE_MPI
 
-static const char *env_get(const char *name) { return getenv(name); }
+const char *eq_env_get(const char *name) { return getenv(name); }
 
 static eq_status new_comm(void **slot)
 {
@@ -95,7 +95,7 @@ eq_status eq_world_init_mpi(eq_world *w, eq_layout layout)
     memset(w, 0, sizeof *w);
     w->layout = layout;
     w->transport = &eq_transport_mpi;
-    EQ_TRY(eq_rank_env_read(env_get, &env));
+    EQ_TRY(eq_rank_env_read(eq_env_get, &env));
     MPI_Initialized(&initialized);
     if (!initialized) {
         /* FUNNELED: only the main thread calls MPI (the CPU backend's threads and the watchdog

@@ -29,6 +29,8 @@ typedef struct {
  * stand-in for tests. EQ_ERR_USAGE naming the variable if one is malformed, one of a family's pair
  * is missing, or rank >= size. */
 eq_status eq_rank_env_read(const char *(*get)(const char *name), eq_rank_env *out);
+/* getenv: eq_rank_env_read's `get` for this process's own environment. */
+const char *eq_env_get(const char *name);
 
 typedef struct {
     int rank, size, local_rank; /* world */

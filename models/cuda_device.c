@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "harness/world.h"
+
 static struct {
     int open;
     int device;
@@ -32,18 +34,6 @@ int eq_cuda_available(const char **why)
     return 1;
 }
 
-/* The rank among this node's processes that the launcher gives (one GPU per process), or -1. */
-static int local_rank_from_env(void)
-{
-    static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-                                        "PMI_LOCAL_RANK"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *v = getenv(names[i]);
-        if (v != NULL && v[0] != '\0') return atoi(v);
-    }
-    return -1;
-}
-
 eq_status eq_cuda_open(int local_rank)
 {
     eq_status st = EQ_OK;
@@ -52,7 +42,11 @@ eq_status eq_cuda_open(int local_rank)
     if (dev.open) return EQ_OK;
     if (!eq_cuda_available(&why)) return EQ_FAIL(EQ_ERR_BACKEND, "%sno CUDA device (%s)", dev.who, why);
     EQ_CUDA_TRY(cudaGetDeviceCount(&count));
-    if (local_rank < 0) local_rank = local_rank_from_env();
+    if (local_rank < 0) { /* the launcher's local rank, if it gives one (harness/world.h) */
+        eq_rank_env env;
+        EQ_TRY(eq_rank_env_read(eq_env_get, &env));
+        local_rank = env.local_rank;
+    }
     int device = local_rank >= 0 ? local_rank % count : 0;
     const char *forced = getenv("EQUIV_CUDA_DEVICE");
     if (forced != NULL && forced[0] != '\0') {

@@ -21,8 +21,9 @@ typedef struct {
 } eq_cuda_buffer;
 
 /* Picks the device (EQUIV_CUDA_DEVICE, else `local_rank` modulo the count when >= 0, else the
- * launcher's local rank (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID,
- * PMI_LOCAL_RANK) modulo the count, else 0), creates the stream. Idempotent. EQ_ERR_BACKEND "no
+ * launcher's local rank (eq_rank_env_read: OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
+ * MV2_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID) modulo the count, else 0), creates the stream. A
+ * malformed launcher variable is EQ_ERR_USAGE naming it. Idempotent. EQ_ERR_BACKEND "no
  * CUDA device" when cudaGetDeviceCount fails or finds none (the driver's reason in the message).
  * CUDA is used from the thread that opened it only (cudaSetDevice is per thread): the CPU GEMM's
  * threads and the MPI watchdog never call it. */

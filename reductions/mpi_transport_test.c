@@ -333,12 +333,10 @@ static void check_groups(void)
     eq_world_free(&w);
 }
 
-static const char *env_get(const char *name) { return getenv(name); }
-
 static int world_size_from_env(void)
 {
     eq_rank_env env;
-    if (eq_rank_env_read(env_get, &env) != EQ_OK || !env.found) return 1;
+    if (eq_rank_env_read(eq_env_get, &env) != EQ_OK || !env.found) return 1;
     return env.size;
 }
 
