@@ -57,23 +57,19 @@ run_pair column_parallel 2 2 fp32 ring --inject shard_offset
 # want_failed TAG: the run before it found its injected bug (exit status 1 under both transports).
 want_failed() { [ "$last_status" -eq 1 ] || bad "$1: exit status $last_status, want 1 (the injected bug found)"; }
 
-# The stacked models: every process computes its own shards and replica, the captures gathered.
-for dtype in bf16 fp32; do
-    for layout in "1 4" "2 2"; do
-        set -- $layout
-        run_pair mlp_stack "$1" "$2" "$dtype" ring
+# The stacked models: every process computes its own shards and replica (gpt: its heads too,
+# forward and backward), and every activation, activation gradient, parameter gradient and the
+# loss is gathered as sim holds them.
+for kase in mlp_stack gpt; do
+    for dtype in bf16 fp32; do
+        for layout in "1 4" "2 2"; do
+            set -- $layout
+            run_pair "$kase" "$1" "$2" "$dtype" ring
+        done
     done
 done
 run_pair mlp_stack 1 4 bf16 ring --inject skip_allreduce
 want_failed "mlp_stack --inject skip_allreduce"
-# gpt: forward and backward, heads and shards per process, every activation, activation gradient,
-# parameter gradient and the loss gathered as sim holds them.
-for dtype in bf16 fp32; do
-    for layout in "1 4" "2 2"; do
-        set -- $layout
-        run_pair gpt "$1" "$2" "$dtype" ring
-    done
-done
 run_pair gpt 2 2 bf16 ring --grads sum
 run_pair gpt 2 2 fp32 tree --forward-only # the loss reduced over dp as on sim
 run_pair gpt 1 4 bf16 ring --inject skip_allreduce
