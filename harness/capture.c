@@ -1,5 +1,6 @@
 #include "harness/capture.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +26,16 @@ void eq_capture_free(eq_capture *cap)
 {
     for (int i = 0; i < cap->count; i++) eq_tensor_free(&cap->entries[i].tensor);
     free(cap->entries);
+    free(cap->findings);
     memset(cap, 0, sizeof *cap);
 }
 
-eq_status eq_capture_add(eq_capture *cap, int layer, const char *name, eq_role role, eq_tensor *t)
+/* Appends an entry (path, layer, name) owning *t; *t is left empty, also on failure. */
+static eq_status append(eq_capture *cap, const char *path, int layer, const char *name, eq_role role, eq_tensor *t)
 {
     eq_status st = EQ_OK;
-    if (layer < 0 || layer > 9999 || strlen(name) + 12 >= EQ_NAME_MAX) {
-        st = EQ_FAIL(EQ_ERR_INTERNAL, "bad capture name layer %d '%s'", layer, name);
+    if (strlen(path) >= EQ_NAME_MAX || strlen(name) >= EQ_NAME_MAX) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "tensor path '%.60s...' is longer than %d bytes", path, EQ_NAME_MAX - 1);
         goto cleanup;
     }
     if (cap->count == cap->capacity) {
@@ -47,17 +50,49 @@ eq_status eq_capture_add(eq_capture *cap, int layer, const char *name, eq_role r
     }
     eq_capture_entry *e = &cap->entries[cap->count];
     memset(e, 0, sizeof *e);
-    snprintf(e->path, sizeof e->path, "layers/%02d/%s", layer, name);
+    snprintf(e->path, sizeof e->path, "%s", path);
     snprintf(e->name, sizeof e->name, "%s", name);
     e->layer = layer;
     e->role = role;
     e->tensor = *t;
+    e->shard = EQ_SHARD_REPLICATED;
+    e->grad_scale = 1.0;
+    e->gemm.accumulate = EQ_FP32;
     memset(t, 0, sizeof *t);
     cap->count++;
     return EQ_OK;
 cleanup:
     eq_tensor_free(t);
     return st;
+}
+
+eq_status eq_capture_add(eq_capture *cap, int layer, const char *name, eq_role role, eq_tensor *t)
+{
+    char path[EQ_NAME_MAX];
+    if (layer < 0 || layer > 9999 || strlen(name) + 12 >= EQ_NAME_MAX) {
+        eq_tensor_free(t);
+        return EQ_FAIL(EQ_ERR_INTERNAL, "bad capture name layer %d '%s'", layer, name);
+    }
+    snprintf(path, sizeof path, "layers/%02d/%s", layer, name);
+    return append(cap, path, layer, name, role, t);
+}
+
+eq_status eq_capture_add_path(eq_capture *cap, const char *path, int layer, eq_role role, eq_tensor *t)
+{
+    return append(cap, path, layer, path, role, t);
+}
+
+eq_status eq_capture_add_finding(eq_capture *cap, const char *fmt, ...)
+{
+    char(*grown)[EQ_FINDING_MAX] = realloc(cap->findings, (size_t)(cap->n_findings + 1) * sizeof *grown);
+    if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for a finding");
+    cap->findings = grown;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cap->findings[cap->n_findings], EQ_FINDING_MAX, fmt, ap);
+    va_end(ap);
+    cap->n_findings++;
+    return EQ_OK;
 }
 
 eq_status eq_capture_add_copy(eq_capture *cap, int layer, const char *name, eq_role role,

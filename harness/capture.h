@@ -23,7 +23,11 @@ typedef enum {
 const char *eq_role_name(eq_role r);          /* "input", "param", "activation", "grad", "loss" */
 eq_status eq_role_parse(const char *name, eq_role *out);
 
-#define EQ_NAME_MAX 64
+/* Names, paths and meta strings: a module path of a user's model ("model.layers.11.mlp.fc1/out")
+ * fits. */
+#define EQ_NAME_MAX 160
+/* The environment a run recorded (framework, backend, NCCL variables, device), "key=value; ...". */
+#define EQ_ENV_MAX 1024
 
 /* Identity of a run; written as root attributes of its dump. */
 typedef struct {
@@ -39,20 +43,51 @@ typedef struct {
     char version[EQ_NAME_MAX];   /* equiv's version */
     char grads[EQ_NAME_MAX];     /* data-parallel gradient convention: "avg", "sum" */
     char injected[EQ_NAME_MAX];  /* bugs planted on purpose ("none", "skip_allreduce", ...) */
+    /* A run equiv did not compute (harness/SCHEMA.md): what wrote it ("torch"; "" for equiv's own
+     * dumps, which never write these), its world and step, and its environment. */
+    char source[EQ_NAME_MAX];
+    int world_size;              /* ranks whose files were assembled (0: not recorded) */
+    int has_rank;                /* a rank's file of a run of world_size ranks: tensors are its shards */
+    int rank, dp_rank, tp_rank;
+    int64_t step;                /* the training step the capture was taken at (with a source) */
+    char env[EQ_ENV_MAX];
 } eq_run_meta;
+
+/* How a rank holds a tensor: replicated over a group (-1) or split along a dimension over it. */
+typedef struct {
+    int dp_dim, tp_dim;
+} eq_shard;
+#define EQ_SHARD_REPLICATED ((eq_shard){-1, -1})
+
+/* The operands of a GEMM a capture recorded with its output (out = a b^T, a [.., K], b [N, K]), so
+ * the rounding-error bound can be computed (harness/rounding_bound.h). a[0] == '\0': none. */
+typedef struct {
+    char a[EQ_NAME_MAX], b[EQ_NAME_MAX]; /* paths in the same capture */
+    int k_split_by_tp;                   /* row-parallel: a layout's tp splits K */
+    eq_dtype accumulate;                 /* the accumulation's precision (fp32 for equiv's backends) */
+} eq_gemm_operands;
 
 typedef struct {
     char path[EQ_NAME_MAX]; /* "layers/07/fc2_out" */
     int layer;              /* 7 */
     char name[EQ_NAME_MAX]; /* "fc2_out" */
     eq_role role;
-    eq_tensor tensor;       /* owned, full shape */
+    eq_tensor tensor;       /* owned: full shape, or one rank's shard before assembly */
+    eq_shard shard;         /* how a rank's file holds it (EQ_SHARD_REPLICATED once assembled) */
+    double grad_scale;      /* stored = grad_scale x the gradient of the global loss (1 unless said) */
+    eq_gemm_operands gemm;  /* recorded with the capture, or none */
 } eq_capture_entry;
+
+/* What assembling a run found that is wrong with the run itself, not with its files: a tensor
+ * that should be replicated over a group and is not (a parameter that differs between dp ranks). */
+#define EQ_FINDING_MAX 320
 
 typedef struct {
     eq_run_meta meta;
     eq_capture_entry *entries; /* in the order the model produced them */
     int count, capacity;
+    char (*findings)[EQ_FINDING_MAX];
+    int n_findings;
 } eq_capture;
 
 void eq_capture_init(eq_capture *cap);
@@ -62,6 +97,11 @@ eq_status eq_capture_add(eq_capture *cap, int layer, const char *name, eq_role r
 /* Same, but copies t. */
 eq_status eq_capture_add_copy(eq_capture *cap, int layer, const char *name, eq_role role,
                               const eq_tensor *t);
+/* Adds an entry under an arbitrary path (a user's run: "blocks.0.mlp.fc1/out") in layer `layer`
+ * (-1: none), named by its path. Takes ownership of *t as eq_capture_add does. */
+eq_status eq_capture_add_path(eq_capture *cap, const char *path, int layer, eq_role role, eq_tensor *t);
+/* Appends one finding (printf-style). */
+eq_status eq_capture_add_finding(eq_capture *cap, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The entry with this path, or NULL. */
 const eq_capture_entry *eq_capture_find(const eq_capture *cap, const char *path);
 

@@ -14,7 +14,8 @@ void eq_cli_print_help(void)
            "\n"
            "usage:\n"
            "  equiv --case NAME [--tp N] [--dp N] [options]   run, compare against dp1-tp1, report\n"
-           "  equiv compare REF.h5 TEST.h5 [options]           compare two dumps\n"
+           "  equiv compare REF TEST [options]                 compare two runs: dumps, or directories of\n"
+           "                                                   per-rank files (equiv_capture, harness/SCHEMA.md)\n"
            "  equiv diff BASE.json HEAD.json [--growth F]      what a change did to divergence (PR comment)\n"
            "  equiv matrix [--case NAME] [--dtype D] [--out DIR]   every case x layout x dtype, one summary\n"
            "  equiv golden [--update] [--case NAME]            check (or rewrite) golden/envelopes\n"
@@ -43,7 +44,9 @@ void eq_cli_print_help(void)
            "                     computes the reference, compares and writes; nccl: one rank per GPU\n"
            "compare options:\n"
            "  --expect E         bit_exact, within (default), differs, must_fail\n"
-           "  --tolerance NAME   entry of the tolerance file (default: the case's entry for the dtype)\n"
+           "  --tolerance NAME   entry of the tolerance file (default: the case's entry for the dtype;\n"
+           "                     a run of no case: default_<dtype>, which the report names)\n"
+           "  --atol A, --rtol R |d| <= A + R |ref| for every tensor, instead of an entry\n"
            "common options:\n"
            "  --out DIR          write the dumps (.h5), report.md, report.json and report.html there\n"
            "  --format F         md (default), json or html on standard output (also --report F)\n"
@@ -119,7 +122,15 @@ static eq_status parse_option(eq_cli *cli, const char *opt, const char *val)
         }
     } else if (strcmp(opt, "--tolerance") == 0) cli->tolerance_name = val;
     else if (strcmp(opt, "--out") == 0) cli->out_dir = val;
-    else if (strcmp(opt, "--growth") == 0) {
+    else if (strcmp(opt, "--atol") == 0 || strcmp(opt, "--rtol") == 0) {
+        char *end = NULL;
+        double bound = strtod(val, &end);
+        if (end == val || *end != '\0' || !(bound >= 0.0 && bound < 1e300))
+            st = EQ_FAIL(EQ_ERR_USAGE, "%s wants a finite number >= 0, got '%s'", opt, val);
+        if (opt[2] == 'a') cli->atol = bound;
+        else cli->rtol = bound;
+        cli->has_atol_rtol = 1;
+    } else if (strcmp(opt, "--growth") == 0) {
         char *end = NULL;
         cli->growth = strtod(val, &end);
         if (end == val || *end != '\0' || !(cli->growth >= 1.0 && cli->growth < 1e6))

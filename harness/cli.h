@@ -42,6 +42,8 @@ typedef struct {
     int has_expect;
     eq_expect expect;
     const char *tolerance_name;        /* --tolerance ENTRY, else from the case or the dtype */
+    int has_atol_rtol;                 /* --atol / --rtol given (the other is 0 unless given too) */
+    double atol, rtol;
     /* both */
     const char *out_dir;               /* NULL: nothing written */
     eq_format format;

@@ -9,6 +9,7 @@
 #include "harness/atomic_file.h"
 #include "harness/compare.h"
 #include "harness/dump.h"
+#include "harness/run_load.h"
 #include "harness/runner.h"
 #include "harness/truth.h"
 #include "harness/world.h"
@@ -314,10 +315,6 @@ cleanup:
     return st;
 }
 
-/* Without --tolerance, the dumps' case names the entry; for a dump of an unknown case, the
- * documents' table by dtype (golden/tolerances.ini). */
-static const char *default_tolerance_entry(eq_dtype dt) { return dt == EQ_BF16 ? "bf16_28_layers" : "fp32_1_layer"; }
-
 eq_status eq_cmd_diff(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
@@ -348,6 +345,53 @@ cleanup:
     return st;
 }
 
+/* A run that names no case: the name of its directory or file ("runs/ddp_dp4" -> "ddp_dp4"). */
+static void name_run(eq_capture *cap, const char *path)
+{
+    if (cap->meta.case_name[0] != '\0') return;
+    char copy[EQ_NAME_MAX];
+    snprintf(copy, sizeof copy, "%s", path);
+    for (size_t n = strlen(copy); n > 1 && copy[n - 1] == '/'; n--) copy[n - 1] = '\0';
+    const char *base = strrchr(copy, '/');
+    snprintf(cap->meta.case_name, sizeof cap->meta.case_name, "%s", base ? base + 1 : copy);
+}
+
+/* The tolerances of `equiv compare`: --atol/--rtol, else --tolerance NAME, else the case's entries
+ * (an equiv dump of a case this tree has), else the table's default for the reference's dtype,
+ * which names itself in the report. */
+static eq_status compare_tolerances(const eq_cli *cli, const eq_paths *paths, const eq_tolerance_table *table,
+                                    const eq_case *kase, int known_case, eq_dtype dtype, eq_tolerance *tol,
+                                    eq_tolerance *grad_tol)
+{
+    eq_status st = EQ_OK;
+    if (cli->has_atol_rtol) {
+        memset(tol, 0, sizeof *tol);
+        snprintf(tol->name, sizeof tol->name, "--atol %g --rtol %g", cli->atol, cli->rtol);
+        snprintf(tol->source, sizeof tol->source, "the command line");
+        tol->atol = cli->atol;
+        tol->rtol = cli->rtol;
+        *grad_tol = *tol;
+        return EQ_OK;
+    }
+    char entry[EQ_TOL_NAME_MAX];
+    const char *who = "--tolerance";
+    if (cli->tolerance_name != NULL) {
+        snprintf(entry, sizeof entry, "%s", cli->tolerance_name);
+    } else if (known_case && kase->tolerance[dtype][0] != '\0') {
+        snprintf(entry, sizeof entry, "%s", kase->tolerance[dtype]);
+        who = "the case";
+    } else {
+        snprintf(entry, sizeof entry, "default_%s", eq_dtype_name(dtype));
+        who = "a run of no case (the default for its dtype)";
+    }
+    EQ_TRY(find_tolerance(table, entry, who, paths->tolerances, tol));
+    *grad_tol = *tol;
+    if (cli->tolerance_name == NULL && known_case && kase->grad_tolerance[dtype][0] != '\0')
+        EQ_TRY(find_tolerance(table, kase->grad_tolerance[dtype], "the case", paths->tolerances, grad_tol));
+cleanup:
+    return st;
+}
+
 eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
@@ -355,7 +399,7 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     eq_capture ref = {0}, test = {0};
     eq_comparison cmp = {0};
     int have_cmp = 0;
-    eq_tolerance tol;
+    eq_tolerance tol, grad_tol;
     eq_case *kase = calloc(1, sizeof *kase);
     eq_tolerance_table *table = calloc(1, sizeof *table);
     if (kase == NULL || table == NULL) {
@@ -364,26 +408,24 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     }
     eq_paths_resolve(cli, &paths);
     EQ_TRY(eq_tolerance_load(paths.tolerances, table));
-    EQ_TRY(eq_dump_read(cli->compare_paths[0], &ref));
-    EQ_TRY(eq_dump_read(cli->compare_paths[1], &test));
+    /* a dump, or a directory of per-rank files assembled here (harness/run_load.h) */
+    EQ_TRY(eq_run_load(cli->compare_paths[0], &ref));
+    EQ_TRY(eq_run_load(cli->compare_paths[1], &test));
+    name_run(&ref, cli->compare_paths[0]);
+    name_run(&test, cli->compare_paths[1]);
 
-    /* The case the reference came from, if this tree has it, names tolerance and expectation. */
+    /* An equiv dump of a case this tree has: the case names tolerance and expectation. A user's run
+     * never does, whatever it calls itself. */
     char case_path[4096];
     snprintf(case_path, sizeof case_path, "%s/%s.ini", paths.cases_dir, ref.meta.case_name);
     int known_case = 0;
-    FILE *probe = fopen(case_path, "r");
+    FILE *probe = ref.meta.source[0] == '\0' && ref.meta.model[0] != '\0' ? fopen(case_path, "r") : NULL;
     if (probe != NULL) {
         fclose(probe);
         EQ_TRY(eq_case_load(case_path, kase));
         known_case = 1;
     }
-    const char *entry = cli->tolerance_name;
-    if (entry == NULL && known_case && kase->tolerance[ref.meta.dtype][0] != '\0') entry = kase->tolerance[ref.meta.dtype];
-    if (entry == NULL) entry = default_tolerance_entry(ref.meta.dtype);
-    EQ_TRY(find_tolerance(table, entry, cli->tolerance_name ? "--tolerance" : "the comparison", paths.tolerances, &tol));
-    eq_tolerance grad_tol = tol;
-    if (cli->tolerance_name == NULL && known_case && kase->grad_tolerance[ref.meta.dtype][0] != '\0')
-        EQ_TRY(find_tolerance(table, kase->grad_tolerance[ref.meta.dtype], "the case", paths.tolerances, &grad_tol));
+    EQ_TRY(compare_tolerances(cli, &paths, table, kase, known_case, ref.meta.dtype, &tol, &grad_tol));
     eq_expect expect = EQ_EXPECT_WITHIN;
     if (cli->has_expect) expect = cli->expect;
     else if (known_case) expect = eq_case_expectation(kase, ref.meta.dtype, (eq_layout){test.meta.dp, test.meta.tp});

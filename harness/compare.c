@@ -348,6 +348,20 @@ eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *t
         out->count++;
         out->n_unexpected += !res->as_expected;
     }
+    if (ref->n_findings + test->n_findings > 0) {
+        out->findings = calloc((size_t)(ref->n_findings + test->n_findings), sizeof *out->findings);
+        if (out->findings == NULL) {
+            st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d findings", ref->n_findings + test->n_findings);
+            goto cleanup;
+        }
+        for (int i = 0; i < ref->n_findings + test->n_findings; i++) {
+            int of_ref = i < ref->n_findings;
+            snprintf(out->findings[i], EQ_FINDING_MAX, "%s: %s", of_ref ? "reference" : "test run",
+                     of_ref ? ref->findings[i] : test->findings[i - ref->n_findings]);
+        }
+        out->n_findings = ref->n_findings + test->n_findings;
+        out->n_unexpected += out->n_findings;
+    }
 cleanup:
     if (st != EQ_OK) eq_comparison_free(out);
     return st;
@@ -356,6 +370,7 @@ cleanup:
 void eq_comparison_free(eq_comparison *c)
 {
     free(c->results);
+    free(c->findings);
     memset(c, 0, sizeof *c);
 }
 

@@ -98,7 +98,11 @@ typedef struct {
     eq_expect expect;         /* for activations, gradients and losses */
     eq_tensor_result *results; /* one per tensor, in the reference's capture order */
     int count;
-    int n_unexpected;         /* results not as expected */
+    int n_unexpected;         /* results not as expected, and findings */
+    /* What assembling the runs found (harness/run_load.h), "reference: ..." or "test run: ...":
+     * each is not as expected. */
+    char (*findings)[EQ_FINDING_MAX];
+    int n_findings;
 } eq_comparison;
 
 /* Compares every tensor of `test` against the tensor of the same path in `ref`. Both must hold

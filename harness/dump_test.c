@@ -271,13 +271,14 @@ static void test_read_errors(void)
     write_file(in_dir("truncated.h5", path, sizeof path), head, sizeof head);
     expect_read_fails(path, "is not a readable HDF5 dump");
 
-    /* A valid HDF5 file with a /layers group but none of the root attributes. */
+    /* A valid HDF5 file with a /layers group but none of the root attributes: dp and tp are the
+     * two every file of the schema must have. */
     hid_t file = H5Fcreate(in_dir("bare.h5", path, sizeof path), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     hid_t group = H5Gcreate2(file, "layers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     EQ_EXPECT(file >= 0 && group >= 0, "cannot create %s", path);
     H5Gclose(group);
     H5Fclose(file);
-    expect_read_fails(path, "has no attribute 'case'");
+    expect_read_fails(path, "has no attribute 'dp'");
 
     /* A dataset of an unknown type (int32) among valid ones. */
     EQ_EXPECT_OK(eq_dump_write(in_dir("int_dataset.h5", path, sizeof path), &cap));
@@ -290,12 +291,12 @@ static void test_read_errors(void)
     H5Sclose(space);
     H5Fclose(file);
     set_string_attr(path, "layers/01/counts", "role", "activation");
-    expect_read_fails(path, "layers/01/counts has an unknown type");
+    expect_read_fails(path, "layers/01/counts has an unsupported type");
 
     /* A dataset whose role is not one of ours. */
     EQ_EXPECT_OK(eq_dump_write(in_dir("bad_role.h5", path, sizeof path), &cap));
     set_string_attr(path, "layers/00/fc1_out", "role", "weights");
-    expect_read_fails(path, "layers/00/fc1_out has an unknown role 'weights'");
+    expect_read_fails(path, "layers/00/fc1_out has role 'weights'");
 
     /* A root attribute of the wrong kind. */
     EQ_EXPECT_OK(eq_dump_write(in_dir("bad_dtype.h5", path, sizeof path), &cap));

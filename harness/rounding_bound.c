@@ -24,7 +24,7 @@ static double hops(const eq_split_gemm *g)
 static double one_bound(const eq_split_gemm *g, int64_t K, double abs_y, double S, double Q,
                         double (*gamma)(double, double))
 {
-    double u_acc = g->dtype == EQ_FP64 ? 0x1p-53 : 0x1p-24; /* fp32 accumulation (backend.h) */
+    double u_acc = g->dtype == EQ_FP64 ? 0x1p-53 : eq_dtype_unit_roundoff(g->accumulate); /* fp32: backend.h */
     double u_out = g->dtype == EQ_BF16 ? 0x1p-8 : 0.0;      /* a bf16 output is rounded once more */
     double u_wire = eq_dtype_unit_roundoff(g->dtype);
     if (g->partitions <= 1) {
@@ -120,22 +120,45 @@ static eq_status products_compute(products *p, const eq_tensor *a, const eq_tens
     return EQ_OK;
 }
 
-static const eq_capture_entry *find_in_layer(const eq_capture *cap, int layer, const char *name)
+/* The operands of one GEMM output, as paths in both captures. */
+typedef struct {
+    char out[EQ_NAME_MAX], a[EQ_NAME_MAX], b[EQ_NAME_MAX];
+    int k_split_by_tp;
+    eq_dtype accumulate;
+} gemm_paths;
+
+/* The GEMM behind result `res`: recorded with the reference's capture, else a model site named
+ * like it in its layer. 0 when it is no GEMM output. */
+static int find_gemm(const eq_tensor_result *res, const eq_capture *ref, const eq_gemm_site *sites, gemm_paths *g)
 {
-    char path[EQ_NAME_MAX];
-    snprintf(path, sizeof path, "layers/%02d/%s", layer, name);
-    return eq_capture_find(cap, path);
+    const eq_capture_entry *e = eq_capture_find(ref, res->path);
+    memset(g, 0, sizeof *g);
+    snprintf(g->out, sizeof g->out, "%s", res->path);
+    if (e != NULL && e->gemm.a[0] != '\0') {
+        snprintf(g->a, sizeof g->a, "%s", e->gemm.a);
+        snprintf(g->b, sizeof g->b, "%s", e->gemm.b);
+        g->k_split_by_tp = e->gemm.k_split_by_tp;
+        g->accumulate = e->gemm.accumulate;
+        return 1;
+    }
+    for (const eq_gemm_site *s = sites; s != NULL && s->out != NULL; s++) {
+        if (strcmp(res->name, s->out) != 0 || res->layer < 0) continue;
+        snprintf(g->a, sizeof g->a, "layers/%02d/%s", res->layer, s->a);
+        snprintf(g->b, sizeof g->b, "layers/%02d/%s", res->layer, s->b);
+        g->k_split_by_tp = s->k_split_by_tp;
+        g->accumulate = EQ_FP32;
+        return 1;
+    }
+    return 0;
 }
 
-static eq_status apply_site(eq_tensor_result *res, const eq_capture *ref, const eq_capture *test,
-                            const eq_gemm_site *site)
+static eq_status apply_site(eq_tensor_result *res, const eq_capture *ref, const eq_capture *test, const gemm_paths *site)
 {
     eq_status st = EQ_OK;
     products p = {0};
-    const eq_capture_entry *out_r = find_in_layer(ref, res->layer, site->out);
-    const eq_capture_entry *out_t = find_in_layer(test, res->layer, site->out);
-    const eq_capture_entry *a_r = find_in_layer(ref, res->layer, site->a), *a_t = find_in_layer(test, res->layer, site->a);
-    const eq_capture_entry *b_r = find_in_layer(ref, res->layer, site->b), *b_t = find_in_layer(test, res->layer, site->b);
+    const eq_capture_entry *out_r = eq_capture_find(ref, site->out), *out_t = eq_capture_find(test, site->out);
+    const eq_capture_entry *a_r = eq_capture_find(ref, site->a), *a_t = eq_capture_find(test, site->a);
+    const eq_capture_entry *b_r = eq_capture_find(ref, site->b), *b_t = eq_capture_find(test, site->b);
     if (!out_r || !out_t || !a_r || !a_t || !b_r || !b_t) return EQ_OK;
     if (!identical(&a_r->tensor, &a_t->tensor) || !identical(&b_r->tensor, &b_t->tensor)) return EQ_OK;
     const eq_tensor *a = &a_r->tensor, *b = &b_r->tensor, *out = &out_r->tensor;
@@ -144,8 +167,9 @@ static eq_status apply_site(eq_tensor_result *res, const eq_capture *ref, const 
     int64_t M = K > 0 ? eq_tensor_numel(a) / K : 0;
     if (b->ndim != 2 || b->shape[1] != K || out->shape[out->ndim - 1] != N || eq_tensor_numel(out) != M * N)
         return EQ_FAIL(EQ_ERR_INPUT, "%s is not %s * %s^T: shapes do not fit a GEMM", res->path, site->a, site->b);
-    eq_split_gemm g_ref = {ref->meta.dtype, site->k_split_by_tp ? ref->meta.tp : 1, ref->meta.algorithm};
-    eq_split_gemm g_test = {test->meta.dtype, site->k_split_by_tp ? test->meta.tp : 1, test->meta.algorithm};
+    eq_split_gemm g_ref = {out->dtype, site->k_split_by_tp ? ref->meta.tp : 1, ref->meta.algorithm, site->accumulate};
+    eq_split_gemm g_test = {out_t->tensor.dtype, site->k_split_by_tp ? test->meta.tp : 1, test->meta.algorithm,
+                            site->accumulate};
     if ((g_ref.partitions > 0 && K % g_ref.partitions != 0) || (g_test.partitions > 0 && K % g_test.partitions != 0))
         return EQ_OK; /* not a split this model could have run */
     EQ_TRY(products_compute(&p, a, b, M, N, K, g_ref.partitions, g_test.partitions));
@@ -177,11 +201,11 @@ cleanup:
 eq_status eq_rounding_bounds_apply(eq_comparison *cmp, const eq_capture *ref, const eq_capture *test,
                                    const eq_gemm_site *sites)
 {
-    for (int i = 0; sites != NULL && i < cmp->count; i++) {
+    for (int i = 0; i < cmp->count; i++) {
         eq_tensor_result *res = &cmp->results[i];
-        for (const eq_gemm_site *s = sites; s->out != NULL; s++) {
-            if (strcmp(res->name, s->out) != 0) continue;
-            eq_status st = apply_site(res, ref, test, s);
+        gemm_paths g;
+        if (find_gemm(res, ref, sites, &g)) {
+            eq_status st = apply_site(res, ref, test, &g);
             if (st != EQ_OK) return st;
             /* Above the deterministic bound no summation order explains it: not as expected,
              * however loose the tolerance table is. */

@@ -38,14 +38,18 @@ typedef struct {
 
 /* Per-element bounds of one run's error against the exact product (see above). */
 typedef struct {
-    eq_dtype dtype;   /* the run's dtype: its outputs and all-reduce wire */
-    int partitions;   /* T */
-    const char *algo; /* "ring", "seq", "tree", "fp32acc" */
+    eq_dtype dtype;      /* the run's dtype: its outputs and all-reduce wire */
+    int partitions;      /* T */
+    const char *algo;    /* "ring", "seq", "tree", "fp32acc"; any other: T - 1 rounded adds, which
+                            bounds every summation order */
+    eq_dtype accumulate; /* the GEMM's accumulation: fp32 (equiv's backends, the default), or bf16
+                            where a kernel may round partial sums (fp64 runs accumulate in fp64) */
 } eq_split_gemm;
 
-/* Fills the theory fields of the results of `cmp` for every site (NULL: none) whose three tensors
- * are in both captures and whose operands are bit-identical; ref_tp and test_tp give T. Uses
- * OpenBLAS's fp64 GEMM for y, S and Q. EQ_ERR_INPUT when a site's shapes do not fit a GEMM. */
+/* Fills the theory fields of the results of `cmp` for every GEMM output whose operands are in both
+ * captures and bit-identical: the operands a capture recorded with the output (eq_capture_entry.gemm,
+ * a user's run), else the model's sites (NULL: none) in the output's layer; the runs' tp give T.
+ * Uses OpenBLAS's fp64 GEMM for y, S and Q. EQ_ERR_INPUT when the shapes do not fit a GEMM. */
 eq_status eq_rounding_bounds_apply(eq_comparison *cmp, const eq_capture *ref, const eq_capture *test,
                                    const eq_gemm_site *sites);
 

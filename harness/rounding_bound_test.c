@@ -23,7 +23,7 @@ static void check_formula(void)
     const double u = 0x1p-24, ub = 0x1p-8;
     double det, prob;
     /* T = 1, fp32: gamma_K(u) S, no output rounding */
-    eq_split_gemm one = {EQ_FP32, 1, "ring"};
+    eq_split_gemm one = {EQ_FP32, 1, "ring", EQ_FP32};
     eq_split_gemm_error_bound(&one, 10, 0.5, 2.0, 0.5, &det, &prob);
     EQ_EXPECT(fabs(det - 10 * u / (1 - 10 * u) * 2.0) < 1e-22, "T=1 fp32 det %.17g", det);
     EQ_EXPECT(fabs(prob - sqrt(10.0) * u * 2.0) < 1e-22, "T=1 fp32 prob %.17g", prob);
@@ -33,7 +33,7 @@ static void check_formula(void)
     double acc = 10 * u / (1 - 10 * u) * 2.0;
     EQ_EXPECT(fabs(det - (acc + ub * (0.5 + acc))) < 1e-18, "T=1 bf16 det %.17g", det);
     /* T = 4 ring, bf16, K = 8: partials of 2 terms, each rounded; 3 rounded hops */
-    eq_split_gemm ring = {EQ_BF16, 4, "ring"};
+    eq_split_gemm ring = {EQ_BF16, 4, "ring", EQ_FP32};
     eq_split_gemm_error_bound(&ring, 8, 0.5, 2.0, 1.25, &det, &prob);
     double g2 = 2 * u / (1 - 2 * u), e_p = g2 * 2.0 + ub * (1.25 + g2 * 2.0);
     double want = e_p + 3 * ub / (1 - 3 * ub) * (1.25 + e_p);
@@ -41,7 +41,7 @@ static void check_formula(void)
     double e_p_typ = sqrt(2.0) * u * 2.0 + ub * (1.25 + sqrt(2.0) * u * 2.0);
     EQ_EXPECT(fabs(prob - (e_p_typ + sqrt(3.0) * ub * (1.25 + e_p_typ))) < 1e-15, "T=4 ring prob %.17g", prob);
     /* tree: ceil(log2 4) = 2 hops, fewer than the ring's 3 */
-    eq_split_gemm tree = {EQ_BF16, 4, "tree"};
+    eq_split_gemm tree = {EQ_BF16, 4, "tree", EQ_FP32};
     double det_tree, prob_tree;
     eq_split_gemm_error_bound(&tree, 8, 0.5, 2.0, 1.25, &det_tree, &prob_tree);
     EQ_EXPECT(fabs(det_tree - (e_p + 2 * ub / (1 - 2 * ub) * (1.25 + e_p))) < 1e-15, "tree det %.17g", det_tree);
@@ -140,7 +140,7 @@ static void check_planted(eq_dtype dt, double times, int want_caught)
     }
     for (int t = 0; t < 4; t++) Q += fabs(part[t]);
     double det_ref, det_test, prob;
-    eq_split_gemm g_ref = {dt, 1, "ring"}, g_test = {dt, 4, "ring"};
+    eq_split_gemm g_ref = {dt, 1, "ring", EQ_FP32}, g_test = {dt, 4, "ring", EQ_FP32};
     eq_split_gemm_error_bound(&g_ref, K, fabs(y), S, fabs(y), &det_ref, &prob);
     eq_split_gemm_error_bound(&g_test, K, fabs(y), S, Q, &det_test, &prob);
     /* the test output: the reference's, with element j moved */

@@ -24,8 +24,10 @@ eq_status eq_run_check(const eq_run_spec *spec);
 /* Runs the step and fills out (initialised here) with its meta and tensors. */
 eq_status eq_run(const eq_run_spec *spec, eq_capture *out);
 
-/* Compares test against ref (gradients by grad_tol) and adds what rounding-error theory says of
- * the GEMM outputs the reference's model names (harness/rounding_bound.h). */
+/* The one comparison path of every run, built-in or a user's: compares test against ref (gradients
+ * by grad_tol), carries what assembling either run found (replicas that disagree: not as
+ * expected), and adds what rounding-error theory says of the GEMM outputs the reference's model
+ * names or its capture recorded operands for (harness/rounding_bound.h). */
 eq_status eq_compare_runs(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
                           const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out);
 

@@ -49,7 +49,7 @@ static void test_golden(const char *golden)
 {
     eq_tolerance_table table;
     EQ_EXPECT_OK(eq_tolerance_load(golden, &table));
-    EQ_EXPECT(table.count == 4, "%d entries in %s, want 4", table.count, golden);
+    EQ_EXPECT(table.count == 7, "%d entries in %s, want 7", table.count, golden);
     /* seed 002 section 7: fp32, 1 layer: atol 1e-3, rtol 1e-3; bf16, 28 layers: atol 0.15, rtol 0 */
     const eq_tolerance *fp32 = eq_tolerance_find(&table, "fp32_1_layer");
     const eq_tolerance *bf16 = eq_tolerance_find(&table, "bf16_28_layers");
@@ -72,6 +72,13 @@ static void test_golden(const char *golden)
         const eq_tolerance *g = eq_tolerance_find(&table, grads[i]);
         EQ_EXPECT(g != NULL && g->atol_scale == EQ_ATOL_REF_RMS && strstr(g->source, "measured") != NULL,
                   "%s missing, absolute, or without its source", grads[i]);
+    }
+    /* A run of no case gets default_<dtype>: one per dtype, relative to rms(ref), saying it is a default. */
+    const char *defaults[3] = {"default_bf16", "default_fp32", "default_fp64"};
+    for (int i = 0; i < 3; i++) {
+        const eq_tolerance *d = eq_tolerance_find(&table, defaults[i]);
+        EQ_EXPECT(d != NULL && d->atol_scale == EQ_ATOL_REF_RMS && d->atol > 0 && strstr(d->source, "default") != NULL,
+                  "%s missing, absolute, zero, or not saying it is a default", defaults[i]);
     }
 }
 

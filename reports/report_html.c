@@ -262,6 +262,10 @@ static eq_status write_unexpected(FILE *out, const eq_comparison *c, int index)
     int n = 0;
     eq_status st = eq_report_unexpected_worst_first(c, &sorted, &n);
     if (st != EQ_OK) return st;
+    if (n == 0) { /* the assembly findings alone */
+        free(sorted);
+        return EQ_OK;
+    }
     fprintf(out, "<h4>Not as expected, worst first (%d of %d tensors)</h4>\n<ol class=\"unexpected\">\n", n, c->count);
     for (int i = 0; i < n; i++) {
         const eq_tensor_result *r = sorted[i];
@@ -286,6 +290,19 @@ static eq_status write_unexpected(FILE *out, const eq_comparison *c, int index)
     fprintf(out, "</ol>\n");
     free(sorted);
     return EQ_OK;
+}
+
+/* What assembling the runs found (harness/run_load.h): each is not as expected. */
+static void write_findings(FILE *out, const eq_comparison *c)
+{
+    if (c->n_findings == 0) return;
+    fprintf(out, "<h4>Assembly findings</h4>\n<ol class=\"unexpected\">\n");
+    for (int i = 0; i < c->n_findings; i++) {
+        fprintf(out, "<li class=\"fail\">");
+        eq_svg_escape(out, c->findings[i]);
+        fprintf(out, "</li>\n");
+    }
+    fprintf(out, "</ol>\n");
 }
 
 /* "Parameters: 2 of 2 bit-identical after gathering. Inputs: 1 of 1 bit-identical." */
@@ -337,6 +354,7 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
         eq_svg_escape(out, c->grad_tol.source[0] ? c->grad_tol.source : "no source given");
         fprintf(out, ").</p>\n");
     }
+    write_findings(out, c);
     write_params_line(out, c);
     if (count_role(c, EQ_ROLE_ACTIVATION) > 0) EQ_TRY(write_plot(out, c, EQ_ROLE_ACTIVATION, "activations"));
     if (count_role(c, EQ_ROLE_GRAD) > 0) EQ_TRY(write_plot(out, c, EQ_ROLE_GRAD, "gradients"));

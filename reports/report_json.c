@@ -88,6 +88,12 @@ static json_t *run_json(const eq_run_meta *meta)
     bad |= json_object_set_new(o, "version", json_string(meta->version));
     bad |= json_object_set_new(o, "grads", json_string(meta->grads));
     bad |= json_object_set_new(o, "injected", json_string(meta->injected));
+    if (meta->source[0] != '\0') { /* a run equiv did not compute (harness/SCHEMA.md) */
+        bad |= json_object_set_new(o, "source", json_string(meta->source));
+        bad |= json_object_set_new(o, "world_size", json_integer(meta->world_size));
+        bad |= json_object_set_new(o, "step", json_integer(meta->step));
+        bad |= json_object_set_new(o, "environment", json_string(meta->env));
+    }
     if (bad) json_decref(o);
     return bad ? NULL : o;
 }
@@ -166,6 +172,12 @@ static json_t *comparison_json(const eq_comparison *c)
     bad |= json_object_set_new(o, "tensors", json_integer(c->count));
     bad |= json_object_set_new(o, "unexpected", json_integer(c->n_unexpected));
     bad |= json_object_set_new(o, "results", results);
+    if (c->n_findings > 0) {
+        json_t *findings = json_array();
+        bad |= findings == NULL;
+        for (int i = 0; i < c->n_findings; i++) bad |= json_array_append_new(findings, json_string(c->findings[i]));
+        bad |= json_object_set_new(o, "findings", findings);
+    }
     if (bad) json_decref(o);
     return bad ? NULL : o;
 }

@@ -29,6 +29,14 @@ const char *eq_report_format_share(double fraction, char *buf, size_t len)
     return buf;
 }
 
+/* A layer number, or "-" for a tensor of no layer (a user's run: the loss, an embedding). */
+static const char *format_layer(int layer, char *buf, size_t len)
+{
+    if (layer < 0) snprintf(buf, len, "-");
+    else snprintf(buf, len, "%d", layer);
+    return buf;
+}
+
 static const char *format_verdict(const eq_tensor_result *r, char *buf, size_t len)
 {
     if (r->as_expected)
@@ -93,8 +101,9 @@ static void write_table_header(FILE *out)
 
 static void write_row(FILE *out, const eq_tensor_result *r)
 {
-    char max[32], mean[32], median[32], s4[16], s3[16], s2[16], verdict[96];
-    fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %.4g | %.4g | %.6f | %.2g | %s |\n", r->layer, r->name,
+    char max[32], mean[32], median[32], s4[16], s3[16], s2[16], verdict[96], layer[16];
+    fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %.4g | %.4g | %.6f | %.2g | %s |\n",
+            format_layer(r->layer, layer, sizeof layer), r->name,
             eq_report_format_value(r->m.max_abs, 6, max, sizeof max),
             eq_report_format_value(r->m.mean_abs, 8, mean, sizeof mean),
             eq_report_format_value(r->m.median_abs, 8, median, sizeof median),
@@ -145,15 +154,21 @@ static void write_theory(FILE *out, const eq_comparison *c)
             fprintf(out, "|------:|--------|--:|------------------|----:|----------:|--------:|--------------:|"
                          "------------:|---------|\n");
         }
-        char max[32];
+        char max[32], layer[16];
         const char *reading = eq_theory_reading(th, r->m.max_abs);
         const char *bold = th->det_ratio > 1.0 ? "**" : "";
-        fprintf(out, "| %d | %s | %lld | %d -> %d | %s | %.3g | %.3g | %.3g | %.3g | %s%s%s |\n", r->layer, r->name,
+        fprintf(out, "| %s | %s | %lld | %d -> %d | %s | %.3g | %.3g | %.3g | %.3g | %s%s%s |\n",
+                format_layer(r->layer, layer, sizeof layer), r->name,
                 (long long)th->terms, th->ref_partitions, th->test_partitions,
                 eq_report_format_value(r->m.max_abs, 6, max, sizeof max), th->det_bound_max, th->det_ratio,
                 th->prob_bound_max, th->prob_ratio, bold, reading, bold);
     }
     if (rows > 0) fprintf(out, "\n");
+    /* A user's run: say where no bound was computed, rather than leave it to be guessed. */
+    if (c->test_meta.source[0] != '\0' || c->ref_meta.source[0] != '\0')
+        fprintf(out, "Rounding-error bound: computed for %d tensor%s (GEMM outputs whose operands the capture recorded, "
+                     "bit-identical in both runs); not computed for the other %d.\n\n", rows, rows == 1 ? "" : "s",
+                c->count - rows);
 }
 
 /* --truth: each run against the fp64 run of the same step (harness/truth.h). */
@@ -170,8 +185,8 @@ static void write_truth(FILE *out, const eq_comparison *c)
             fprintf(out, "| Layer | Tensor | ref max | test max | ref rel | test rel | reading |\n");
             fprintf(out, "|------:|--------|--------:|---------:|--------:|---------:|---------|\n");
         }
-        char ref_max[32], test_max[32], reading[64];
-        fprintf(out, "| %d | %s | %s | %s | %.3g | %.3g | %s |\n", r->layer, r->name,
+        char ref_max[32], test_max[32], reading[64], layer[16];
+        fprintf(out, "| %s | %s | %s | %s | %.3g | %.3g | %s |\n", format_layer(r->layer, layer, sizeof layer), r->name,
                 eq_report_format_value(r->truth.ref_max, 6, ref_max, sizeof ref_max),
                 eq_report_format_value(r->truth.test_max, 6, test_max, sizeof test_max), r->truth.ref_rel,
                 r->truth.test_rel, eq_truth_reading(&r->truth, reading, sizeof reading));
@@ -190,8 +205,15 @@ static eq_status write_unexpected(FILE *out, const eq_comparison *c)
     eq_status st = eq_report_unexpected_worst_first(c, &sorted, &n);
     if (st != EQ_OK) return st;
     const eq_tensor_result *first = eq_report_first_unexpected(c);
-    fprintf(out, "Where it starts (the first not as expected, in capture order): `%s`: %s.\n\n", first->path,
-            first->diagnosis);
+    if (first != NULL)
+        fprintf(out, "Where it starts (the first not as expected, in capture order): `%s`: %s.\n\n", first->path,
+                first->diagnosis);
+    if (n == 0) {
+        fprintf(out, "All %d tensor%s as expected; the assembly findings above are not.\n\n", c->count,
+                c->count == 1 ? "" : "s");
+        free(sorted);
+        return EQ_OK;
+    }
     fprintf(out, "Not as expected, worst first (%d of %d tensors):\n\n", n, c->count);
     for (int i = 0; i < n; i++) {
         const eq_tensor_result *r = sorted[i];
@@ -208,6 +230,32 @@ static eq_status write_unexpected(FILE *out, const eq_comparison *c)
     return EQ_OK;
 }
 
+/* A run equiv did not compute: what wrote it, its world and step, its environment. */
+static void write_run(FILE *out, const char *which, const eq_run_meta *m)
+{
+    if (m->source[0] == '\0') return;
+    fprintf(out, "%s: written by %s", which, m->source);
+    if (m->world_size > 0) fprintf(out, ", %d rank%s assembled", m->world_size, m->world_size == 1 ? "" : "s");
+    fprintf(out, ", step %lld", (long long)m->step);
+    if (m->env[0] != '\0') fprintf(out, "; %s", m->env);
+    fprintf(out, ".\n\n");
+}
+
+static void write_runs(FILE *out, const eq_comparison *c)
+{
+    write_run(out, "Reference", &c->ref_meta);
+    write_run(out, "Test run", &c->test_meta);
+}
+
+/* What assembling the runs found: each is not as expected. */
+static void write_findings(FILE *out, const eq_comparison *c)
+{
+    if (c->n_findings == 0) return;
+    fprintf(out, "#### Assembly findings (**FAIL**)\n\n");
+    for (int i = 0; i < c->n_findings; i++) fprintf(out, "- %s\n", c->findings[i]);
+    fprintf(out, "\n");
+}
+
 static eq_status write_comparison(FILE *out, const eq_comparison *c)
 {
     const eq_run_meta *t = &c->test_meta, *r = &c->ref_meta;
@@ -222,6 +270,8 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c)
         fprintf(out, "Gradients: tolerance `%s`: `|d| <= %g%s + %g |ref|` (%s).\n\n", c->grad_tol.name, c->grad_tol.atol,
                 c->grad_tol.atol_scale == EQ_ATOL_REF_RMS ? " rms(ref)" : "", c->grad_tol.rtol,
                 c->grad_tol.source[0] ? c->grad_tol.source : "no source given");
+    write_runs(out, c);
+    write_findings(out, c);
     write_params_line(out, c);
     write_tables(out, c);
     write_theory(out, c);

@@ -1,0 +1,560 @@
+/* Reading one HDF5 file of the capture schema (harness/SCHEMA.md): equiv's own dumps, a rank's
+ * file written by equiv_capture, or the minimal file of any writer (datasets with a role, root
+ * attributes dp and tp). Every problem is EQ_ERR_INPUT naming the file, the dataset or attribute,
+ * and what is wrong. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness/dump.h"
+#include "harness/h5util.h"
+
+/* The schema version this reader understands (root attribute "schema"; absent means 1). */
+#define SCHEMA_VERSION 1
+/* Groups nested deeper than this are refused (a file is not a tree of that depth by accident). */
+#define MAX_DEPTH 32
+
+/* Reads one scalar attribute of `obj` ("where" names it in messages) into dest: a string of at most
+ * dest_len - 1 bytes (variable- or fixed-length) when want_class is H5T_STRING, else one number of
+ * class want_class (H5T_INTEGER or H5T_FLOAT; an integer is accepted as a float) converted to
+ * mem_type. */
+static eq_status read_attr(hid_t obj, const char *path, const char *where, const char *name, H5T_class_t want_class,
+                           hid_t mem_type, void *dest, size_t dest_len)
+{
+    eq_status st = EQ_OK;
+    hid_t attr = H5I_INVALID_HID, type = H5I_INVALID_HID, space = H5I_INVALID_HID;
+    hid_t str_type = H5I_INVALID_HID;
+    char *vlen_value = NULL;
+    if (H5Aexists(obj, name) <= 0) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: %s has no attribute '%s'", path, where, name);
+        goto cleanup;
+    }
+    attr = H5Aopen(obj, name, H5P_DEFAULT);
+    type = attr >= 0 ? H5Aget_type(attr) : H5I_INVALID_HID;
+    space = attr >= 0 ? H5Aget_space(attr) : H5I_INVALID_HID;
+    H5_TRY(type < 0 || space < 0 ? -1 : 0, EQ_ERR_INPUT, "%s: cannot read attribute '%s' of %s", path, name, where);
+    H5T_class_t have = H5Tget_class(type);
+    int class_ok = have == want_class || (want_class == H5T_FLOAT && have == H5T_INTEGER);
+    if (!class_ok || H5Sget_simple_extent_npoints(space) != 1) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: attribute '%s' of %s is not a single %s", path, name, where,
+                     want_class == H5T_STRING ? "string" : want_class == H5T_INTEGER ? "integer" : "number");
+        goto cleanup;
+    }
+    if (want_class != H5T_STRING) {
+        H5_TRY(H5Aread(attr, mem_type, dest), EQ_ERR_INPUT, "%s: cannot read attribute '%s' of %s", path, name, where);
+        goto cleanup;
+    }
+    htri_t is_vlen = H5Tis_variable_str(type);
+    size_t fixed_len = H5Tget_size(type);
+    if (is_vlen < 0 || (!is_vlen && fixed_len >= dest_len)) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: attribute '%s' of %s is not a string of at most %zu bytes", path, name, where,
+                     dest_len - 1);
+        goto cleanup;
+    }
+    /* The memory type keeps the file's character set (HDF5 does not convert between them). */
+    H5_TRY(str_type = H5Tcopy(type), EQ_ERR_INPUT, "%s: string type", path);
+    if (is_vlen) {
+        H5_TRY(H5Aread(attr, str_type, &vlen_value), EQ_ERR_INPUT, "%s: cannot read attribute '%s' of %s", path,
+               name, where);
+        if (vlen_value == NULL || strlen(vlen_value) >= dest_len) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: attribute '%s' of %s is not a string of at most %zu bytes", path, name,
+                         where, dest_len - 1);
+            goto cleanup;
+        }
+        memcpy(dest, vlen_value, strlen(vlen_value) + 1);
+    } else {
+        H5_TRY(H5Tset_size(str_type, dest_len), EQ_ERR_INPUT, "%s: string type", path);
+        H5_TRY(H5Tset_strpad(str_type, H5T_STR_NULLTERM), EQ_ERR_INPUT, "%s: string type", path);
+        H5_TRY(H5Aread(attr, str_type, dest), EQ_ERR_INPUT, "%s: cannot read attribute '%s' of %s", path, name,
+               where);
+    }
+cleanup:
+    if (vlen_value != NULL) H5free_memory(vlen_value);
+    eq_h5_close(&str_type);
+    eq_h5_close(&space);
+    eq_h5_close(&type);
+    eq_h5_close(&attr);
+    return st;
+}
+
+/* Reads an optional attribute: *found says whether it was there. */
+static eq_status read_optional(hid_t obj, const char *path, const char *where, const char *name,
+                               H5T_class_t want_class, hid_t mem_type, void *dest, size_t dest_len, int *found)
+{
+    htri_t exists = H5Aexists(obj, name);
+    *found = exists > 0;
+    if (exists < 0) return EQ_FAIL(EQ_ERR_INPUT, "%s: cannot list the attributes of %s", path, where);
+    return exists > 0 ? read_attr(obj, path, where, name, want_class, mem_type, dest, dest_len) : EQ_OK;
+}
+
+static int parse_dtype(const char *name, eq_dtype *out)
+{
+    for (int d = 0; d < EQ_DTYPE_COUNT; d++) {
+        if (strcmp(name, eq_dtype_name((eq_dtype)d)) == 0) {
+            *out = (eq_dtype)d;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The root's string attributes this reader knows, and where they go. */
+typedef struct {
+    const char *name;
+    size_t offset; /* into eq_run_meta */
+} string_attr;
+static const string_attr root_strings[] = {
+    {"case", offsetof(eq_run_meta, case_name)}, {"model", offsetof(eq_run_meta, model)},
+    {"size", offsetof(eq_run_meta, size)},       {"transport", offsetof(eq_run_meta, transport)},
+    {"algorithm", offsetof(eq_run_meta, algorithm)}, {"backend", offsetof(eq_run_meta, backend)},
+    {"version", offsetof(eq_run_meta, version)}, {"grads", offsetof(eq_run_meta, grads)},
+    {"injected", offsetof(eq_run_meta, injected)}, {"source", offsetof(eq_run_meta, source)},
+};
+#define N_ROOT_STRINGS (int)(sizeof root_strings / sizeof root_strings[0])
+/* Root attributes read apart from the table; any other is the run's environment. */
+static const char *const root_others[] = {"dtype", "dp", "tp", "seed", "schema", "world_size",
+                                          "rank", "dp_rank", "tp_rank", "step"};
+#define N_ROOT_OTHERS (int)(sizeof root_others / sizeof root_others[0])
+
+static int is_known_root_attr(const char *name)
+{
+    for (int i = 0; i < N_ROOT_STRINGS; i++)
+        if (strcmp(name, root_strings[i].name) == 0) return 1;
+    for (int i = 0; i < N_ROOT_OTHERS; i++)
+        if (strcmp(name, root_others[i]) == 0) return 1;
+    return 0;
+}
+
+typedef struct {
+    const char *path;
+    eq_run_meta *meta;
+    eq_status st;
+} env_walk;
+
+/* Every root attribute the schema does not name (torch_version, NCCL_ALGO, device, ...) is kept as
+ * "name=value" in meta->env, strings and scalar numbers alike; others are skipped. */
+static herr_t collect_env(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+{
+    (void)info;
+    env_walk *w = data;
+    char value[256] = "";
+    if (is_known_root_attr(name)) return 0;
+    hid_t attr = H5Aopen(loc, name, H5P_DEFAULT), type = attr >= 0 ? H5Aget_type(attr) : H5I_INVALID_HID;
+    H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+    eq_h5_close(&type);
+    eq_h5_close(&attr);
+    if (cls == H5T_STRING) {
+        w->st = read_attr(loc, w->path, "the root group", name, H5T_STRING, H5I_INVALID_HID, value, sizeof value);
+    } else if (cls == H5T_INTEGER || cls == H5T_FLOAT) {
+        double v = 0;
+        w->st = read_attr(loc, w->path, "the root group", name, H5T_FLOAT, H5T_NATIVE_DOUBLE, &v, 0);
+        snprintf(value, sizeof value, "%.17g", v);
+    } else {
+        return 0;
+    }
+    if (w->st != EQ_OK) {
+        /* an environment entry that cannot be read (too long, not scalar) is left out, not fatal */
+        eq_error_clear();
+        w->st = EQ_OK;
+        return 0;
+    }
+    char *env = w->meta->env;
+    size_t used = strlen(env);
+    snprintf(env + used, sizeof w->meta->env - used, "%s%s=%s", used ? "; " : "", name, value);
+    return 0;
+}
+
+static eq_status read_int_attr(hid_t file, const char *path, const char *name, int required, int64_t lo, int64_t hi,
+                               int64_t *out, int *found)
+{
+    eq_status st = read_optional(file, path, "the root group", name, H5T_INTEGER, H5T_NATIVE_INT64, out, 0, found);
+    if (st != EQ_OK) return st;
+    if (!*found && required)
+        return EQ_FAIL(EQ_ERR_INPUT, "%s: the root group has no attribute '%s' (every file names its run's dp and tp)",
+                       path, name);
+    if (*found && (*out < lo || *out > hi))
+        return EQ_FAIL(EQ_ERR_INPUT, "%s: root attribute %s = %lld (want %lld to %lld)", path, name, (long long)*out,
+                       (long long)lo, (long long)hi);
+    return EQ_OK;
+}
+
+static eq_status read_root(hid_t file, const char *path, eq_run_meta *m, int *has_dtype)
+{
+    eq_status st = EQ_OK;
+    char dtype_name[EQ_NAME_MAX];
+    int found = 0, f_rank = 0, f_dp_rank = 0, f_tp_rank = 0, f_world = 0, f_step = 0;
+    int64_t v = 0, schema = SCHEMA_VERSION;
+    memset(m, 0, sizeof *m);
+    for (int i = 0; i < N_ROOT_STRINGS; i++)
+        EQ_TRY(read_optional(file, path, "the root group", root_strings[i].name, H5T_STRING, H5I_INVALID_HID,
+                             (char *)m + root_strings[i].offset, EQ_NAME_MAX, &found));
+    EQ_TRY(read_optional(file, path, "the root group", "dtype", H5T_STRING, H5I_INVALID_HID, dtype_name,
+                         sizeof dtype_name, has_dtype));
+    if (*has_dtype && !parse_dtype(dtype_name, &m->dtype)) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: root attribute dtype is '%s' (want fp32, bf16 or fp64)", path, dtype_name);
+        goto cleanup;
+    }
+    EQ_TRY(read_int_attr(file, path, "schema", 0, 1, INT32_MAX, &schema, &found));
+    if (schema > SCHEMA_VERSION) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: written for capture schema %lld; this equiv reads schema %d (update equiv)",
+                     path, (long long)schema, SCHEMA_VERSION);
+        goto cleanup;
+    }
+    EQ_TRY(read_int_attr(file, path, "dp", 1, 1, 1 << 20, &v, &found));
+    m->dp = (int)v;
+    EQ_TRY(read_int_attr(file, path, "tp", 1, 1, 1 << 20, &v, &found));
+    m->tp = (int)v;
+    EQ_TRY(read_optional(file, path, "the root group", "seed", H5T_INTEGER, H5T_NATIVE_UINT64, &m->seed, 0, &found));
+    EQ_TRY(read_int_attr(file, path, "world_size", 0, 1, 1 << 20, &v, &f_world));
+    m->world_size = f_world ? (int)v : 0;
+    EQ_TRY(read_int_attr(file, path, "rank", 0, 0, (1 << 20) - 1, &v, &f_rank));
+    m->rank = (int)v;
+    EQ_TRY(read_int_attr(file, path, "dp_rank", 0, 0, (1 << 20) - 1, &v, &f_dp_rank));
+    m->dp_rank = (int)v;
+    EQ_TRY(read_int_attr(file, path, "tp_rank", 0, 0, (1 << 20) - 1, &v, &f_tp_rank));
+    m->tp_rank = (int)v;
+    EQ_TRY(read_int_attr(file, path, "step", 0, 0, INT64_MAX, &v, &f_step));
+    m->step = f_step ? v : 0;
+    /* A rank's file names all of its place in the world, or none of it. */
+    if (f_rank || f_dp_rank || f_tp_rank) {
+        if (!(f_rank && f_dp_rank && f_tp_rank && f_world)) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: a rank's file needs all of world_size, rank, dp_rank and tp_rank in its "
+                         "root (this one lacks %s)", path, !f_world ? "world_size" : !f_rank ? "rank"
+                                                                     : !f_dp_rank ? "dp_rank" : "tp_rank");
+            goto cleanup;
+        }
+        m->has_rank = 1;
+    }
+    if (f_world && (int64_t)m->world_size != (int64_t)m->dp * m->tp) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: world_size %d is not dp x tp = %d x %d (equiv assembles dp and tp layouts "
+                     "only)", path, m->world_size, m->dp, m->tp);
+        goto cleanup;
+    }
+    if (m->has_rank && (m->rank >= m->world_size || m->dp_rank >= m->dp || m->tp_rank >= m->tp)) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: rank %d (dp_rank %d, tp_rank %d) is outside its world of %d (dp %d x tp %d)",
+                     path, m->rank, m->dp_rank, m->tp_rank, m->world_size, m->dp, m->tp);
+        goto cleanup;
+    }
+    env_walk w = {path, m, EQ_OK};
+    hsize_t idx = 0;
+    H5_TRY(H5Aiterate2(file, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_env, &w), EQ_ERR_INPUT,
+           "%s: cannot list the root's attributes", path);
+    st = w.st;
+cleanup:
+    return st;
+}
+
+/* "replicated", or "dp:D", "tp:D", "dp:D,tp:E" (D may count from the end: -1 is the last dim). */
+static eq_status parse_shard(const char *text, int ndim, const char *path, const char *dset, eq_shard *out)
+{
+    *out = EQ_SHARD_REPLICATED;
+    if (strcmp(text, "replicated") == 0) return EQ_OK;
+    const char *p = text;
+    while (*p) {
+        int *slot = strncmp(p, "dp:", 3) == 0 ? &out->dp_dim : strncmp(p, "tp:", 3) == 0 ? &out->tp_dim : NULL;
+        char *end = NULL;
+        long d = slot ? strtol(p + 3, &end, 10) : 0;
+        if (slot == NULL || end == p + 3 || (*end != '\0' && *end != ',') || *slot != -1)
+            return EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s: shard '%s' is not 'replicated' or a list like 'dp:0,tp:2'",
+                           path, dset, text);
+        if (d < 0) d += ndim;
+        if (d < 0 || d >= ndim)
+            return EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s: shard '%s' splits a dimension the tensor (%d-d) lacks", path,
+                           dset, text, ndim);
+        *slot = (int)d;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (out->dp_dim >= 0 && out->dp_dim == out->tp_dim)
+        return EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s: shard '%s' splits one dimension over both groups", path, dset,
+                       text);
+    return EQ_OK;
+}
+
+/* The layer of a dataset path: "layers/NN/<name>" (equiv's own dumps), else its `layer` attribute,
+ * else the first component of the path that is a number ("blocks.3.mlp.fc1/out": 3), else -1. */
+static int layer_of(const char *dset_path, const char **name)
+{
+    *name = dset_path;
+    if (strncmp(dset_path, "layers/", 7) == 0) {
+        const char *p = dset_path + 7, *slash = strchr(p, '/');
+        int digits = slash != NULL && slash > p && slash - p <= 4;
+        for (const char *q = p; digits && q < slash; q++) digits = isdigit((unsigned char)*q);
+        if (digits && strchr(slash + 1, '/') == NULL && slash[1] != '\0') {
+            *name = slash + 1;
+            return atoi(p);
+        }
+    }
+    const char *p = dset_path;
+    while (*p) {
+        size_t len = strcspn(p, "./");
+        int digits = len > 0 && len <= 4;
+        for (size_t i = 0; digits && i < len; i++) digits = isdigit((unsigned char)p[i]);
+        if (digits) return atoi(p);
+        p += len;
+        if (*p) p++;
+    }
+    return -1;
+}
+
+/* Reads the dataset at dset_path (no leading '/') and appends it to out. */
+static eq_status read_dataset(hid_t file, const char *path, const char *dset_path, eq_capture *out)
+{
+    eq_status st = EQ_OK;
+    hid_t dset = H5I_INVALID_HID, type = H5I_INVALID_HID, space = H5I_INVALID_HID;
+    eq_tensor t;
+    memset(&t, 0, sizeof t);
+    char role_name[EQ_NAME_MAX], shard_text[EQ_NAME_MAX] = "replicated", split[EQ_NAME_MAX] = "none";
+    char accumulate[EQ_NAME_MAX] = "fp32";
+    eq_gemm_operands gemm = {.accumulate = EQ_FP32};
+    int found = 0, found_b = 0;
+    if (strlen(dset_path) >= EQ_NAME_MAX) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: dataset path %.60s... is longer than %d bytes", path, dset_path,
+                     EQ_NAME_MAX - 1);
+        goto cleanup;
+    }
+    H5_TRY(dset = H5Dopen2(file, dset_path, H5P_DEFAULT), EQ_ERR_INPUT, "%s: %s is not a readable dataset", path,
+           dset_path);
+    H5_TRY(type = H5Dget_type(dset), EQ_ERR_INPUT, "%s: cannot read the type of %s", path, dset_path);
+    H5_TRY(space = H5Dget_space(dset), EQ_ERR_INPUT, "%s: cannot read the shape of %s", path, dset_path);
+    /* bf16 is read raw with the file's own type as memory type; fp32/fp64 as native float/double. */
+    size_t type_size = H5Tget_size(type);
+    int is_bf16 = eq_h5_is_bf16_type(type);
+    if (!is_bf16 && (H5Tget_class(type) != H5T_FLOAT || (type_size != 4 && type_size != 8))) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s has an unsupported type (want bf16 as the named type /bfloat16, "
+                     "fp32 or fp64; widen fp16 to fp32)", path, dset_path);
+        goto cleanup;
+    }
+    eq_dtype dtype = is_bf16 ? EQ_BF16 : type_size == 4 ? EQ_FP32 : EQ_FP64;
+    hid_t mem_type = is_bf16 ? type : type_size == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
+    int ndim = H5Sget_simple_extent_ndims(space);
+    hsize_t dims[EQ_MAX_DIMS] = {1};
+    int64_t shape[EQ_MAX_DIMS] = {1};
+    if (ndim < 0 || ndim > EQ_MAX_DIMS || (ndim > 0 && H5Sget_simple_extent_dims(space, dims, NULL) != ndim)) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s has %d dimensions (want 0 to %d)", path, dset_path, ndim,
+                     EQ_MAX_DIMS);
+        goto cleanup;
+    }
+    int tensor_ndim = ndim > 0 ? ndim : 1; /* a scalar is read as one element */
+    /* Refuse extents whose byte count does not fit, before allocating. */
+    uint64_t bytes = eq_dtype_size(dtype);
+    for (int d = 0; d < ndim; d++) {
+        if (dims[d] != 0 && bytes > (uint64_t)(SIZE_MAX / 2) / dims[d]) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s is too large", path, dset_path);
+            goto cleanup;
+        }
+        bytes *= dims[d];
+        shape[d] = (int64_t)dims[d];
+    }
+    EQ_TRY(read_attr(dset, path, dset_path, "role", H5T_STRING, H5I_INVALID_HID, role_name, sizeof role_name));
+    eq_role role;
+    if (eq_role_parse(role_name, &role) != EQ_OK) {
+        eq_error_clear();
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s has role '%s' (want input, param, activation, grad or loss)", path,
+                     dset_path, role_name);
+        goto cleanup;
+    }
+    const char *name = NULL;
+    int layer = layer_of(dset_path, &name);
+    int64_t layer_attr = 0;
+    EQ_TRY(read_optional(dset, path, dset_path, "layer", H5T_INTEGER, H5T_NATIVE_INT64, &layer_attr, 0, &found));
+    if (found && (layer_attr < -1 || layer_attr > 9999)) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s: attribute layer = %lld (want -1 to 9999)", path, dset_path,
+                     (long long)layer_attr);
+        goto cleanup;
+    }
+    if (found) layer = (int)layer_attr;
+    eq_shard shard;
+    EQ_TRY(read_optional(dset, path, dset_path, "shard", H5T_STRING, H5I_INVALID_HID, shard_text, sizeof shard_text,
+                         &found));
+    EQ_TRY(parse_shard(shard_text, tensor_ndim, path, dset_path, &shard));
+    double grad_scale = 1.0;
+    EQ_TRY(read_optional(dset, path, dset_path, "grad_scale", H5T_FLOAT, H5T_NATIVE_DOUBLE, &grad_scale, 0, &found));
+    if (!(grad_scale > 0.0) || !isfinite(grad_scale)) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s: grad_scale %g is not a finite number > 0", path, dset_path,
+                     grad_scale);
+        goto cleanup;
+    }
+    EQ_TRY(read_optional(dset, path, dset_path, "gemm_a", H5T_STRING, H5I_INVALID_HID, gemm.a, sizeof gemm.a, &found));
+    EQ_TRY(read_optional(dset, path, dset_path, "gemm_b", H5T_STRING, H5I_INVALID_HID, gemm.b, sizeof gemm.b,
+                         &found_b));
+    if (found != found_b) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s names one GEMM operand (gemm_a and gemm_b go together)", path,
+                     dset_path);
+        goto cleanup;
+    }
+    EQ_TRY(read_optional(dset, path, dset_path, "gemm_k_split", H5T_STRING, H5I_INVALID_HID, split, sizeof split,
+                         &found));
+    EQ_TRY(read_optional(dset, path, dset_path, "gemm_accumulate", H5T_STRING, H5I_INVALID_HID, accumulate,
+                         sizeof accumulate, &found));
+    if ((strcmp(split, "none") != 0 && strcmp(split, "tp") != 0) || !parse_dtype(accumulate, &gemm.accumulate)) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s: gemm_k_split '%s' / gemm_accumulate '%s' (want none or tp / "
+                     "fp32, bf16 or fp64)", path, dset_path, split, accumulate);
+        goto cleanup;
+    }
+    gemm.k_split_by_tp = strcmp(split, "tp") == 0;
+    EQ_TRY(eq_tensor_init(&t, dtype, tensor_ndim, shape));
+    if (bytes > 0)
+        H5_TRY(H5Dread(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data), EQ_ERR_INPUT,
+               "%s: reading dataset %s failed (file damaged?)", path, dset_path);
+    if (name != dset_path) EQ_TRY(eq_capture_add(out, layer, name, role, &t));
+    else EQ_TRY(eq_capture_add_path(out, dset_path, layer, role, &t));
+    eq_capture_entry *e = &out->entries[out->count - 1];
+    e->shard = shard;
+    e->grad_scale = grad_scale;
+    e->gemm = gemm;
+cleanup:
+    eq_tensor_free(&t);
+    eq_h5_close(&space);
+    eq_h5_close(&type);
+    eq_h5_close(&dset);
+    return st;
+}
+
+/* Orders names that are all numbers by their value. */
+static int compare_numeric_names(const void *a, const void *b)
+{
+    long x = strtol(*(char *const *)a, NULL, 10), y = strtol(*(char *const *)b, NULL, 10);
+    return (x > y) - (x < y);
+}
+
+/* The links of one group in the order a reader expects: creation order where the writer tracked
+ * it, else by name; a group whose children are all numbers ("00", "01", ..., "100": equiv's
+ * /layers) by number. Fills names (malloc'd, n entries). */
+static eq_status list_group(hid_t group, const char *path, const char *where, char ***names_out, hsize_t *n_out)
+{
+    eq_status st = EQ_OK;
+    hid_t gcpl = H5I_INVALID_HID;
+    unsigned order_flags = 0;
+    H5G_info_t info;
+    char **names = NULL;
+    *names_out = NULL;
+    *n_out = 0;
+    gcpl = H5Gget_create_plist(group);
+    H5_TRY(gcpl < 0 || H5Pget_link_creation_order(gcpl, &order_flags) < 0 || H5Gget_info(group, &info) < 0 ? -1 : 0,
+           EQ_ERR_INPUT, "%s: cannot list %s", path, where);
+    H5_index_t order = (order_flags & H5P_CRT_ORDER_INDEXED) ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
+    names = calloc(info.nlinks > 0 ? info.nlinks : 1, sizeof *names);
+    if (names == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "%s: no memory to list %s", path, where);
+        goto cleanup;
+    }
+    int all_numbers = info.nlinks > 0;
+    for (hsize_t i = 0; i < info.nlinks; i++) {
+        ssize_t len = H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
+        if (len <= 0 || len >= EQ_NAME_MAX) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: cannot list %s (a name longer than %d bytes?)", path, where,
+                         EQ_NAME_MAX - 1);
+            goto cleanup;
+        }
+        names[i] = malloc((size_t)len + 1);
+        if (names[i] == NULL) {
+            st = EQ_FAIL(EQ_ERR_NOMEM, "%s: no memory to list %s", path, where);
+            goto cleanup;
+        }
+        H5_TRY(H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, names[i], (size_t)len + 1, H5P_DEFAULT),
+               EQ_ERR_INPUT, "%s: cannot list %s", path, where);
+        all_numbers &= len <= 4 && strspn(names[i], "0123456789") == (size_t)len;
+    }
+    if (all_numbers) qsort(names, (size_t)info.nlinks, sizeof *names, compare_numeric_names);
+    *names_out = names;
+    *n_out = info.nlinks;
+    names = NULL;
+cleanup:
+    if (names != NULL)
+        for (hsize_t i = 0; i < info.nlinks; i++) free(names[i]);
+    free(names);
+    eq_h5_close(&gcpl);
+    return st;
+}
+
+/* Reads every dataset under group `prefix` ("" for the root), depth first; named datatypes
+ * (/bfloat16) are skipped, soft and external links refused. */
+static eq_status walk(hid_t file, const char *path, const char *prefix, int depth, eq_capture *out)
+{
+    eq_status st = EQ_OK;
+    hid_t group = H5I_INVALID_HID;
+    char **names = NULL;
+    hsize_t n = 0;
+    if (depth > MAX_DEPTH) return EQ_FAIL(EQ_ERR_INPUT, "%s: groups nested deeper than %d at /%s", path, MAX_DEPTH, prefix);
+    H5_TRY(group = H5Gopen2(file, prefix[0] ? prefix : "/", H5P_DEFAULT), EQ_ERR_INPUT, "%s: /%s is not a readable group",
+           path, prefix);
+    EQ_TRY(list_group(group, path, prefix[0] ? prefix : "the root group", &names, &n));
+    for (hsize_t i = 0; i < n; i++) {
+        char child[EQ_NAME_MAX];
+        H5L_info_t link;
+        H5O_info_t obj;
+        if ((size_t)snprintf(child, sizeof child, "%s%s%s", prefix, prefix[0] ? "/" : "", names[i]) >= sizeof child) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: path /%s/%s is longer than %d bytes", path, prefix, names[i],
+                         EQ_NAME_MAX - 1);
+            goto cleanup;
+        }
+        H5_TRY(H5Lget_info(group, names[i], &link, H5P_DEFAULT), EQ_ERR_INPUT, "%s: cannot read link /%s", path, child);
+        if (link.type != H5L_TYPE_HARD) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: /%s is a soft or external link (write datasets, not links)", path, child);
+            goto cleanup;
+        }
+        H5_TRY(H5Oget_info_by_name2(group, names[i], &obj, H5O_INFO_BASIC, H5P_DEFAULT), EQ_ERR_INPUT,
+               "%s: cannot read object /%s", path, child);
+        if (obj.type == H5O_TYPE_GROUP) EQ_TRY(walk(file, path, child, depth + 1, out));
+        else if (obj.type == H5O_TYPE_DATASET) EQ_TRY(read_dataset(file, path, child, out));
+        /* a named datatype: the bf16 type, nothing to compare */
+    }
+cleanup:
+    for (hsize_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    eq_h5_close(&group);
+    return st;
+}
+
+/* Without a dtype attribute: the dtype of the first activation, else of the first tensor. */
+static eq_dtype run_dtype(const eq_capture *cap)
+{
+    for (int i = 0; i < cap->count; i++)
+        if (cap->entries[i].role == EQ_ROLE_ACTIVATION) return cap->entries[i].tensor.dtype;
+    return cap->count > 0 ? cap->entries[0].tensor.dtype : EQ_FP32;
+}
+
+eq_status eq_dump_read(const char *path, eq_capture *out)
+{
+    eq_status st = EQ_OK;
+    hid_t file = H5I_INVALID_HID;
+    struct stat sb;
+    int has_dtype = 0;
+    eq_capture_init(out);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are reported once, through EQ_FAIL */
+    if (stat(path, &sb) != 0) {
+        int err = errno;
+        st = err == ENOENT ? EQ_FAIL(EQ_ERR_INPUT, "cannot open dump %s: no such file", path)
+                           : EQ_FAIL(EQ_ERR_INPUT, "cannot open dump %s: %s", path, strerror(err));
+        goto cleanup;
+    }
+    if (H5Fis_hdf5(path) <= 0 || (file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s is not a readable HDF5 dump", path);
+        goto cleanup;
+    }
+    EQ_TRY(read_root(file, path, &out->meta, &has_dtype));
+    EQ_TRY(walk(file, path, "", 0, out));
+    if (out->count == 0) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "dump %s holds no datasets", path);
+        goto cleanup;
+    }
+    if (!has_dtype) out->meta.dtype = run_dtype(out);
+    for (int i = 0; i < out->count; i++) {
+        const eq_capture_entry *e = &out->entries[i];
+        if (e->gemm.a[0] && (eq_capture_find(out, e->gemm.a) == NULL || eq_capture_find(out, e->gemm.b) == NULL)) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s names GEMM operands %s and %s, which the file does not hold "
+                         "both of", path, e->path, e->gemm.a, e->gemm.b);
+            goto cleanup;
+        }
+    }
+cleanup:
+    eq_h5_close(&file);
+    if (st != EQ_OK) eq_capture_free(out); /* the caller gets an empty capture, meta zeroed too */
+    return st;
+}

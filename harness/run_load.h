@@ -1,0 +1,30 @@
+/* A run, as `equiv compare` takes it: one HDF5 file holding full tensors (equiv's own dump, or any
+ * writer's file of the schema, harness/SCHEMA.md), or a directory of per-rank files (what
+ * equiv_capture writes: one file per rank, each tensor as that rank holds it).
+ *
+ * Assembly, for a directory:
+ *   - the ranks must be complete (0 .. world_size-1, each once) and agree on the layout (dp, tp,
+ *     world_size), on the tensors they hold (paths, roles, dtypes, shardings) and on their shapes;
+ *   - a tensor split along dim d over a group is concatenated in group-rank order along d (shards
+ *     may differ in size: uneven batches);
+ *   - a tensor replicated over a group must be bit-identical on every rank of that group: where it
+ *     is not (a parameter or gradient that differs between dp ranks), the group's rank 0 copy is
+ *     kept and a finding is recorded, which the comparison reports as not as expected;
+ *   - a tensor stored with grad_scale s (the gradient of s x the global loss, e.g. DDP's local
+ *     mean) is divided by s, rounded once to its dtype.
+ * After this a run is a capture of full tensors, compared by the one path every run takes
+ * (eq_compare_runs). */
+#ifndef EQUIV_HARNESS_RUN_LOAD_H
+#define EQUIV_HARNESS_RUN_LOAD_H
+
+#include "harness/capture.h"
+
+/* Loads the run at path (file or directory) into out (initialised here). EQ_ERR_INPUT, one line
+ * naming the file, the dataset and what is wrong, when the run cannot be assembled. */
+eq_status eq_run_load(const char *path, eq_capture *out);
+
+/* Assembles per-rank captures (each as eq_dump_read gives it: meta.has_rank set) into out;
+ * `names[i]` names rank file i in messages. Exposed for the unit test. */
+eq_status eq_run_assemble(const eq_capture *ranks, const char *const *names, int n, eq_capture *out);
+
+#endif
