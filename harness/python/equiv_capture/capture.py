@@ -1,0 +1,301 @@
+"""Capture: hooks on a model's modules, the gradients after the reduction, one file per rank."""
+
+import fnmatch
+import os
+import platform
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from . import SCHEMA_VERSION, __version__
+from .sharding import COLUMN_PARALLEL, ROW_PARALLEL, shard_for
+from .writer import write_rank_file
+
+_LINEAR_LIKE = {"Linear"} | COLUMN_PARALLEL | ROW_PARALLEL
+_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "CUDA_DEVICE_MAX_CONNECTIONS", "CUBLAS_WORKSPACE_CONFIG",
+                 "NVIDIA_TF32_OVERRIDE")
+
+
+def _unwrap(model):
+    """DDP, FSDP and similar wrappers keep the model as .module: the names must not depend on it."""
+    while hasattr(model, "module") and isinstance(getattr(model, "module"), torch.nn.Module) \
+            and type(model).__name__ in ("DistributedDataParallel", "DataParallel",
+                                         "FullyShardedDataParallel", "DDP", "Float16Module"):
+        model = model.module
+    return model
+
+
+def _first_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (tuple, list)) and value and isinstance(value[0], torch.Tensor):
+        return value[0]  # Megatron's parallel linears return (output, bias)
+    return None
+
+
+def _local(t):
+    """A DTensor's local shard, or the tensor itself."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if callable(to_local) and hasattr(t, "placements") else t
+
+
+def _array(t):
+    """A tensor as what the file stores: numpy data, ("bf16", raw bits), plus extra attributes."""
+    t = _local(t).detach()
+    if t.dtype == torch.bfloat16:
+        return ("bf16", t.contiguous().cpu().view(torch.int16).numpy().view(np.uint16)), {}
+    if t.dtype == torch.float16:
+        return t.float().cpu().numpy(), {"stored_from": "fp16"}
+    return t.cpu().numpy(), {}
+
+
+def _git_revision():
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _environment(backend):
+    env = {"torch_version": torch.__version__, "dist_backend": backend or "none",
+           "command": " ".join(sys.argv)[:240], "host": socket.gethostname(), "python": platform.python_version(),
+           "equiv_capture_version": __version__}
+    if torch.cuda.is_available():
+        env["device"] = torch.cuda.get_device_name()
+        env["cuda_version"] = torch.version.cuda or ""
+        try:
+            env["nccl_version"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+        except (AttributeError, RuntimeError, TypeError):
+            pass
+        env["allow_tf32"] = int(torch.backends.cuda.matmul.allow_tf32)
+        env["allow_bf16_reduced_precision_reduction"] = int(
+            getattr(torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction", True))
+    else:
+        env["device"] = f"cpu {platform.machine()}"
+    for key, value in os.environ.items():
+        if key.startswith(_ENV_PREFIXES):
+            env[key] = value[:240]
+    revision = _git_revision()
+    if revision:
+        env["git_revision"] = revision
+    return env
+
+
+class Capture:
+    """Captures one training step of this rank.
+
+    model: the module (DDP/FSDP wrappers are looked through, so names are the same at every dp).
+    out_dir: the run directory; this rank writes out_dir/rankNNNNN.h5.
+    dp_group, tp_group: the process groups (None: tp of 1, dp over the whole world; with Megatron's
+        parallel_state initialised, its groups).
+    include, exclude: fnmatch patterns over module names; what: "activations", "gradients" or "both".
+    rules: {pattern over dataset paths: shard}, for modules whose split equiv cannot tell by type.
+    loss_scale: what each rank's backward differentiates, relative to the global loss: dp for DDP's
+        convention (each rank's mean over its own batch; the AVG all-reduce makes the parameter
+        gradients those of the global mean), 1 where the loss is already divided by the global
+        count. Activation gradients are stored with grad_scale = loss_scale, the recorded loss is
+        sum over dp of each rank's loss / loss_scale. Default: dp.
+    batch_dim: the batch dimension of activations (Megatron's [s, b, h]: 1).
+    params: also store every parameter (checked equal across replicas and against the reference).
+    bounds: for bias-free linear layers, store the input and the weight with the output, so equiv can
+        compute the rounding-error bound of the GEMM.
+    """
+
+    def __init__(self, model, out_dir, *, dp_group=None, tp_group=None, step=0, name=None, include=("*",),
+                 exclude=(), what="both", rules=None, loss_scale=None, batch_dim=0, params=False, bounds=True):
+        if what not in ("activations", "gradients", "both"):
+            raise ValueError(f"what='{what}': want 'activations', 'gradients' or 'both'")
+        self.model = _unwrap(model)
+        self.out_dir = os.fspath(out_dir)
+        self.step = int(step)
+        self.name = name
+        self.rules = dict(rules or {})
+        self.batch_dim = batch_dim
+        self.want_acts = what in ("activations", "both")
+        self.want_grads = what in ("gradients", "both")
+        self.params = params
+        self.bounds = bounds
+        self._init_world(dp_group, tp_group)
+        self.loss_scale = float(self.dp if loss_scale is None else loss_scale)
+        self._records = {}   # dataset path -> (tensor, kind, module, param, attrs)
+        self._order = []
+        self._produced = {}  # id(output tensor) -> (the tensor, its shard): what elementwise modules inherit
+        self._loss = None
+        self._hooks = []
+        for mod_name, module in self.model.named_modules():
+            if not self._selected(mod_name, module, include, exclude):
+                continue
+            self._hooks.append(module.register_forward_hook(self._forward_hook(mod_name or "model", module)))
+
+    # the world ---------------------------------------------------------------------------------
+    def _init_world(self, dp_group, tp_group):
+        self.initialised = dist.is_available() and dist.is_initialized()
+        if self.initialised and dp_group is None and tp_group is None:
+            try:  # Megatron-Core, when it has set up its groups
+                from megatron.core import parallel_state as ps
+                if ps.model_parallel_is_initialized():
+                    dp_group, tp_group = ps.get_data_parallel_group(), ps.get_tensor_model_parallel_group()
+            except ImportError:
+                pass
+        self.dp_group, self.tp_group = dp_group, tp_group
+        self.world = dist.get_world_size() if self.initialised else 1
+        self.rank = dist.get_rank() if self.initialised else 0
+        self.tp = dist.get_world_size(tp_group) if self.initialised and tp_group is not None else 1
+        self.tp_rank = dist.get_rank(tp_group) if self.initialised and tp_group is not None else 0
+        if dp_group is None and self.tp > 1 and self.world > self.tp:
+            raise ValueError("equiv_capture: tp_group given without dp_group in a world larger than tp: "
+                             "pass dp_group too")
+        self.dp = dist.get_world_size(dp_group) if self.initialised else 1
+        self.dp_rank = dist.get_rank(dp_group) if self.initialised else 0
+        if self.dp * self.tp != self.world:
+            raise ValueError(f"equiv_capture: world {self.world} is not dp {self.dp} x tp {self.tp} "
+                             "(equiv assembles dp and tp layouts; pass both groups)")
+        self.backend = dist.get_backend() if self.initialised else None
+
+    # what is captured --------------------------------------------------------------------------
+    @staticmethod
+    def _selected(name, module, include, exclude):
+        full = name or "model"
+        if any(fnmatch.fnmatchcase(full, p) for p in exclude):
+            return False
+        if not any(fnmatch.fnmatchcase(full, p) for p in include):
+            return False
+        # leaves, and the parallel linears (which may hold children of their own)
+        return not any(True for _ in module.children()) or type(module).__name__ in _LINEAR_LIKE
+
+    def _record(self, path, tensor, kind, module=None, param=None, attrs=None):
+        if path not in self._records:
+            self._order.append(path)
+        self._records[path] = (tensor, kind, module, param, dict(attrs or {}))
+
+    def _bound_operands(self, module):
+        """A linear layer y = x W^T with no bias: its GEMM's operands can be recorded."""
+        return (self.bounds and type(module).__name__ in _LINEAR_LIKE and getattr(module, "bias", None) is None
+                and isinstance(getattr(module, "weight", None), torch.Tensor) and module.weight.dim() == 2)
+
+    def _forward_hook(self, name, module):
+        def hook(mod, inputs, output):
+            out = _first_tensor(output)
+            if out is None or not out.is_floating_point():
+                return
+            if self.want_acts:
+                attrs = {}
+                if self._bound_operands(mod):
+                    x = _first_tensor(inputs)
+                    if x is not None and x.is_floating_point():
+                        self._record(f"{name}.in", x.detach().clone(), "in", module)
+                        attrs = {"gemm_a": f"{name}.in", "gemm_b": f"{name}.weight",
+                                 "gemm_k_split": "tp" if type(mod).__name__ in ROW_PARALLEL else "none",
+                                 "gemm_accumulate": self._accumulation(out)}
+                inherited = self._inherited_shard(mod, inputs, out)
+                if inherited is not None:
+                    attrs["shard_tp"] = inherited
+                self._record(f"{name}.out", out.detach().clone(), "out", module, attrs=attrs)
+                self._produced[id(out)] = (out, self._tp_part(f"{name}.out", "out", out, mod, attrs))
+            if self.want_grads and out.requires_grad:
+                out.register_hook(self._grad_hook(name, module))
+        return hook
+
+    def _tp_part(self, path, kind, tensor, module, attrs):
+        if "shard_tp" in attrs:
+            return attrs["shard_tp"]
+        shard = shard_for(path, kind, tensor.dim(), module=module, rules=self.rules, dp_size=1)
+        return None if shard == "replicated" else shard
+
+    def _inherited_shard(self, mod, inputs, out):
+        """A module with no parameters whose output has its input's shape (GELU, dropout, a scale)
+        holds its output as its input is held: after a column-parallel layer, split over tp."""
+        if any(True for _ in mod.parameters(recurse=False)) or type(mod).__name__ in _LINEAR_LIKE:
+            return None
+        x = _first_tensor(inputs)
+        if x is None or x.shape != out.shape or id(x) not in self._produced:
+            return None
+        tensor, tp_part = self._produced[id(x)]
+        return tp_part if tensor is x else None
+
+    def _grad_hook(self, name, module):
+        def hook(grad):
+            attrs = {"grad_scale": self.loss_scale} if self.loss_scale != 1.0 else {}
+            out_attrs = self._records.get(f"{name}.out", (None,) * 4 + ({},))[4]
+            if "shard_tp" in out_attrs:  # the gradient is held as its activation is
+                attrs["shard_tp"] = out_attrs["shard_tp"]
+            self._record(f"{name}.out_grad", grad.detach().clone(), "out_grad", module, attrs=attrs)
+        return hook
+
+    @staticmethod
+    def _accumulation(out):
+        """What the GEMM accumulates in: fp32, except where cuBLAS may round split-K partials to bf16."""
+        if out.is_cuda and out.dtype == torch.bfloat16 and \
+                getattr(torch.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction", True):
+            return "bf16"
+        return "fp64" if out.dtype == torch.float64 else "fp32"
+
+    # the step ----------------------------------------------------------------------------------
+    def loss(self, loss):
+        """The loss this rank computed (before backward); written reduced over dp."""
+        self._loss = loss.detach().clone()
+        self._record("loss", self._loss, "loss")  # in capture order: after the forward, before the backward
+        return loss
+
+    def grads(self):
+        """Every parameter's .grad: call it after the gradient reduction (DDP: after backward)."""
+        modules = dict(self.model.named_modules())
+        for pname, p in self.model.named_parameters():
+            mod_name, _, leaf = pname.rpartition(".")
+            module = modules.get(mod_name)
+            path = pname  # the parameter's own name: "blocks.0.fc1.weight"
+            needed_for_bound = self.want_acts and module is not None and self._bound_operands(module) \
+                and leaf == "weight"
+            if self.params or needed_for_bound:
+                self._record(path, p.detach().clone(), leaf, module, p)
+            if self.want_grads and p.grad is not None:
+                self._record(f"{path}.grad", p.grad.detach().clone(), f"{leaf}_grad", module, p)
+
+    def _global_loss(self):
+        """sum over the dp group of each rank's loss / loss_scale, in fp64, stored in the loss's dtype."""
+        value = self._loss.double().reshape(1)
+        if self.initialised and self.dp > 1:
+            value = value.clone()
+            dist.all_reduce(value, op=dist.ReduceOp.SUM, group=self.dp_group)
+        return (value / self.loss_scale).to(self._loss.dtype)
+
+    def write(self):
+        """Writes this rank's file (every rank must call it: the loss is reduced over dp) and removes
+        the hooks."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        datasets = []
+        first_dtype = None
+        for path in self._order:
+            tensor, kind, module, param, attrs = self._records[path]
+            if kind == "loss":
+                data, extra = _array(self._global_loss())
+                datasets.append((path, data, {"role": "loss", "shard": "replicated", **extra}))
+                continue
+            role = ("activation" if kind in ("in", "out") else
+                    "grad" if kind.endswith("_grad") else "param")
+            attrs = dict(attrs)
+            inherited = attrs.pop("shard_tp", None)
+            shard = shard_for(path, kind, max(_local(tensor).dim(), 1), module=module, param=param, tensor=tensor,
+                              rules=self.rules, batch_dim=self.batch_dim, dp_size=self.dp, inherited_tp=inherited)
+            data, extra = _array(tensor)
+            if first_dtype is None and role == "activation":
+                first_dtype = tensor.dtype
+            datasets.append((path, data, {"role": role, "shard": shard, **attrs, **extra}))
+        dtype_names = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp32"}
+        root = {"schema": SCHEMA_VERSION, "source": "torch", "case": self.name or os.path.basename(
+                    os.path.normpath(self.out_dir)),
+                "dp": self.dp, "tp": self.tp, "world_size": self.world, "rank": self.rank, "dp_rank": self.dp_rank,
+                "tp_rank": self.tp_rank, "step": self.step, "version": f"equiv_capture {__version__}"}
+        if first_dtype in dtype_names:
+            root["dtype"] = dtype_names[first_dtype]
+        root.update(_environment(self.backend))
+        os.makedirs(self.out_dir, exist_ok=True)
+        write_rank_file(os.path.join(self.out_dir, f"rank{self.rank:05d}.h5"), root, datasets)
+        self._records, self._order, self._produced = {}, [], {}
