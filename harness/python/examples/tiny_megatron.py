@@ -189,11 +189,11 @@ def run(rank, world, args, init_method):
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
 
     model = TinyGPT().to(dtype)
-    if args.bug == "desync_param" and dp_rank == 1:
-        with torch.no_grad():
-            model.blocks[0].fc1.weight[0, 0] += 0.01
     if args.convention == "avg" and dp > 1:
         model = nn.parallel.DistributedDataParallel(model, process_group=dp_group)
+    if args.bug == "desync_param" and dp_rank == 1:  # after DDP's broadcast from rank 0, as a bad load would
+        with torch.no_grad():
+            next(p for n, p in model.named_parameters() if n.endswith("blocks.0.fc1.weight"))[0, 0] += 0.01
 
     x, target = global_batch(dtype)
     local = BATCH // dp

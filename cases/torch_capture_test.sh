@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# A user's own training run, end to end: real torch.distributed jobs (gloo, one process per rank)
+# of harness/python/examples/tiny_megatron.py, captured per rank with equiv_capture, assembled and
+# judged by `equiv compare`. Honest layouts must be within; each planted bug must exit 1 with the
+# place or the factor named; a broken run directory must be one line and exit 2.
+#   torch_capture_test.sh EQUIV PYTHON PART     (PART: tp, dp, sum, files; skipped, 77, without torch)
+set -u
+equiv=$1 py=$2 part=$3
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+example="$root/harness/python/examples/tiny_megatron.py"
+if ! "$py" -c 'import torch, h5py, numpy, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+    echo "skip: $py lacks torch (with gloo), h5py or numpy (apt-get install python3-torch python3-h5py)"
+    exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+
+train() { # train NAME ARGS...: one step of the example, every rank captured under $work/NAME
+    local name=$1
+    shift
+    if ! "$py" "$example" --out "$work/$name" "$@" >"$work/$name.log" 2>&1; then
+        echo "FAIL: training run $name ($*) failed:"; tail -5 "$work/$name.log"; fail=1
+    fi
+}
+compare() { # compare DESCRIPTION WANT_STATUS REF TEST [ARGS...]: equiv compare, its output in $work/out
+    local what=$1 want=$2 ref=$3 test=$4
+    shift 4
+    "$equiv" compare "$work/$ref" "$work/$test" "$@" >"$work/out" 2>"$work/err"
+    local got=$?
+    if [ "$got" -ne "$want" ]; then
+        echo "FAIL: $what: exit $got, want $want"; head -3 "$work/err"; grep -E "Where it starts" "$work/out"; fail=1
+    else
+        echo "ok: $what (exit $got)"
+    fi
+}
+expect() { # expect DESCRIPTION PATTERN [FILE]
+    local file=${3:-$work/out}
+    if grep -qE -- "$2" "$file"; then echo "ok: $1: $(grep -oE -- "$2" "$file" | head -1)"
+    else echo "FAIL: $1: no /$2/ in $(basename "$file")"; fail=1; fi
+}
+
+case $part in
+tp) # (a) Megatron-style column- and row-parallel linears, tp 2 and 4 against tp 1, bf16 and fp32
+    for dtype in fp32 bf16; do
+        for tp in 1 2 4; do train "$dtype-tp$tp" --tp "$tp" --dtype "$dtype"; done
+        compare "$dtype tp2 vs tp1" 0 "$dtype-tp1" "$dtype-tp2"
+        expect "$dtype tp2: every tensor as expected" "all as expected"
+        compare "$dtype tp4 vs tp1" 0 "$dtype-tp1" "$dtype-tp4"
+        # The bound applies where a GEMM's operands are bit-identical in both runs: layer 0's q, k, v
+        # always; the row-parallel projection where they came out identical too (bf16 here: torch's
+        # CPU fp32 GEMM over a column slice rounds differently from the full one, so fp32 ctx differs).
+        expect "$dtype tp4: a column-parallel GEMM held to its rounding bound" \
+            '\| blocks\.0\.attn\.q\.out \| 64 \| 1 -> 1 \|.*\| (rounding|bit-exact)'
+        [ "$dtype" = bf16 ] && expect "bf16 tp4: the row-parallel GEMM (K split 4 ways) held to its bound" \
+            '\| blocks\.0\.attn\.proj\.out \| 64 \| 1 -> 4 \|.*\| rounding'
+        train "$dtype-tp4-no-allreduce" --tp 4 --dtype "$dtype" --bug no_row_allreduce
+        compare "$dtype tp4 without the row-parallel all-reduce" 1 "$dtype-tp1" "$dtype-tp4-no-allreduce"
+        expect "$dtype: the first divergent layer named" \
+            'Where it starts \(the first not as expected, in capture order\): `blocks\.0\.attn\.proj\.out`'
+        expect "$dtype: the ranks' partials disagree where they should be replicated" \
+            'blocks\.0\.attn\.proj\.out \(activation\) should be replicated over tp but differs'
+    done
+    # dp x tp together: activations split over dp along the batch and over tp along the hidden dim
+    train "fp32-dp2-tp2" --dp 2 --tp 2
+    compare "fp32 dp2-tp2 vs tp1" 0 "fp32-tp1" "fp32-dp2-tp2"
+    ;;
+dp) # (b) DDP, dp 2 and 4 against dp 1 with a fixed global batch; gradients averaged once too often
+    for dp in 1 2 4; do train "ddp$dp" --dp "$dp"; done
+    compare "DDP dp2 vs dp1" 0 ddp1 ddp2
+    compare "DDP dp4 vs dp1" 0 ddp1 ddp4
+    expect "dp4: the assembled run says what it is" "Test run: written by torch, 4 ranks assembled"
+    train ddp4-grad-div-world --dp 4 --bug grad_div_world
+    compare "DDP dp4, gradients divided by the world size once more" 1 ddp1 ddp4-grad-div-world
+    expect "the gradients' factor named" '`blocks\.[01]\.[a-z0-9.]*\.grad` \(grad\): OUTSIDE, expected within: uniform scale x0\.25 = 1/4'
+    if grep -E '\.out` \(activation\): OUTSIDE' "$work/out" >/dev/null; then
+        echo "FAIL: an activation reported outside: the bug is in the gradients only"; fail=1
+    else
+        echo "ok: no activation reported"
+    fi
+    # a parameter that differs between dp ranks is a finding of its own
+    train ddp2-desync --dp 2 --bug desync_param --params
+    train ddp1-params --dp 1 --params
+    compare "DDP dp2 with a weight that differs on dp rank 1" 1 ddp1-params ddp2-desync
+    expect "the replica that differs named" \
+        'blocks\.0\.fc1\.weight \(param\) should be replicated over dp but differs: rank 1 \(dp 1, tp 0\)'
+    ;;
+sum) # (c) the loss normalised by the global count, gradients SUM-all-reduced; the bug: the local count
+    train sum1 --dp 1 --convention sum
+    train sum4 --dp 4 --convention sum
+    compare "SUM convention dp4 vs dp1" 0 sum1 sum4
+    train sum4-local-count --dp 4 --convention sum --bug local_count
+    compare "loss over the local count at dp4" 1 sum1 sum4-local-count
+    expect "the loss's factor named" '`loss` \(loss\): OUTSIDE, expected within: uniform scale x4 '
+    expect "the gradients' factor named" '\.grad` \(grad\): OUTSIDE, expected within: uniform scale x4 '
+    # the same comparison under the table entries and --atol/--rtol a user may choose
+    compare "--atol/--rtol: a tolerance named on the command line" 1 sum1 sum4-local-count --atol 1e-6 --rtol 1e-3
+    expect "the report names it" 'Tolerance `--atol 1e-06 --rtol 0.001`'
+    compare "--tolerance NAME" 0 sum1 sum4 --tolerance fp32_grads_measured
+    ;;
+files) # a run directory that cannot be assembled: one line, exit 2, nothing written
+    train f1 --dp 1
+    train f4 --dp 4
+    compare "a run of no case gets the default for its dtype" 0 f1 f4
+    expect "the report names the default" 'Tolerance `default_fp32`'
+    mkdir "$work/missing" && cp "$work"/f4/rank0000[013].h5 "$work/missing/"
+    compare "a rank missing" 2 f1 missing --out "$work/no-report"
+    expect "one line naming it" '^equiv: error: .*a run of 4 ranks .* but 3 files: rank 2 is missing' "$work/err"
+    compare "one rank's file alone" 2 f1 f4/rank00002.h5
+    expect "told to give the directory" "rank 2's file of a run of 4 ranks: compare the directory" "$work/err"
+    mkdir "$work/mixed" && cp "$work"/f4/rank0000[0-3].h5 "$work/mixed/" && cp "$work/f1/rank00000.h5" "$work/mixed/rank00004.h5"
+    compare "a file of another run among the ranks" 2 f1 mixed
+    expect "the disagreement named" 'dp 1, tp 1, world_size 1, but .* says dp 4' "$work/err"
+    mkdir "$work/empty"
+    compare "an empty directory" 2 f1 empty
+    "$py" - "$work/f4" "$work/bad-shard" <<'PY'
+import shutil, sys, h5py
+src, dst = sys.argv[1:]
+shutil.copytree(src, dst)
+with h5py.File(f"{dst}/rank00001.h5", "r+") as f:
+    f["blocks.0.fc1.out"].attrs["shard"] = "dp:7"
+PY
+    compare "a shard attribute naming a dimension the tensor lacks" 2 f1 bad-shard
+    expect "file, dataset and what is wrong named" 'rank00001\.h5: dataset blocks\.0\.fc1\.out: shard .dp:7. splits a dimension' "$work/err"
+    if [ -e "$work/no-report" ]; then echo "FAIL: an input error left $work/no-report"; fail=1; fi
+    ;;
+*) echo "unknown part '$part'"; exit 2 ;;
+esac
+exit "$fail"
