@@ -122,6 +122,22 @@ with h5py.File(f"{dst}/rank00001.h5", "r+") as f:
 PY
     compare "a shard attribute naming a dimension the tensor lacks" 2 f1 bad-shard
     expect "file, dataset and what is wrong named" 'rank00001\.h5: dataset blocks\.0\.fc1\.out: shard .dp:7. splits a dimension' "$work/err"
+    # any writer's minimal file: datasets with a role, the run's dp and tp; a dataset without a role is refused
+    "$py" - "$work" <<'PY'
+import sys, h5py, numpy as np
+work = sys.argv[1]
+for name, scale, role in (("min-ref.h5", 1.0, "activation"), ("min-x2.h5", 2.0, "activation"), ("min-norole.h5", 1.0, None)):
+    with h5py.File(f"{work}/{name}", "w") as f:
+        f.attrs["dp"], f.attrs["tp"] = 1, 1
+        f["blocks.0.out"] = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6) * np.float32(scale)
+        if role:
+            f["blocks.0.out"].attrs["role"] = role
+PY
+    compare "the minimal file against itself" 0 min-ref.h5 min-ref.h5
+    compare "the minimal file, a planted factor 2" 1 min-ref.h5 min-x2.h5
+    expect "the factor named" 'blocks\.0\.out` \(activation\): OUTSIDE, expected within: uniform scale x2 '
+    compare "a dataset without a role" 2 min-ref.h5 min-norole.h5 --out "$work/no-report"
+    expect "file and dataset named" "min-norole\.h5: blocks\.0\.out has no attribute 'role'" "$work/err"
     if [ -e "$work/no-report" ]; then echo "FAIL: an input error left $work/no-report"; fail=1; fi
     ;;
 *) echo "unknown part '$part'"; exit 2 ;;

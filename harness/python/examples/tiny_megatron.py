@@ -3,7 +3,7 @@
 equiv_capture: the kind of script `equiv compare` is for, and the one its tests run.
 
     tiny_megatron.py --out runs/tp4 --tp 4              # 4 processes (spawned here, gloo)
-    torchrun --nproc-per-node 4 tiny_megatron.py --out runs/dp4 --dp 4
+    torchrun --nproc_per_node 4 tiny_megatron.py --out runs/dp4 --dp 4
     equiv compare runs/tp1 runs/tp4
 
 The model: L pre-LN blocks (LayerNorm; q, k, v column-parallel over heads; causal attention; the
