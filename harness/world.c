@@ -74,9 +74,9 @@ eq_group eq_world_dp_group(const eq_world *w, eq_algo algo)
     return g;
 }
 
-#if EQUIV_HAVE_MPI
-
 const char *eq_env_get(const char *name) { return getenv(name); }
+
+#if EQUIV_HAVE_MPI
 
 static eq_status new_comm(void **slot)
 {
