@@ -60,6 +60,19 @@ tp) # (a) Megatron-style column- and row-parallel linears, tp 2 and 4 against tp
             'Where it starts \(the first not as expected, in capture order\): `blocks\.0\.attn\.proj\.out`'
         expect "$dtype: the ranks' partials disagree where they should be replicated" \
             'blocks\.0\.attn\.proj\.out \(activation\) should be replicated over tp but differs'
+        # the JSON report of a user's run (source, environment, findings) validates against the schema
+        "$equiv" compare "$work/$dtype-tp1" "$work/$dtype-tp4-no-allreduce" --out "$work/$dtype-report" >/dev/null 2>&1
+        if "$py" - "$work/$dtype-report/report.json" "$root/reports/report.schema.json" <<'PY'
+import json, sys
+import jsonschema
+report, schema = (json.load(open(p)) for p in sys.argv[1:])
+jsonschema.validate(report, schema)
+c = report["comparisons"][0]
+assert c["test"]["source"] == "torch" and c["test"]["world_size"] == 4, c["test"]
+assert any("should be replicated over tp" in f for f in c["findings"]), c.get("findings")
+PY
+        then echo "ok: $dtype: report.json of a user's run matches reports/report.schema.json, findings included"
+        else echo "FAIL: $dtype: report.json of a user's run"; fail=1; fi
     done
     # dp x tp together: activations split over dp along the batch and over tp along the hidden dim
     train "fp32-dp2-tp2" --dp 2 --tp 2

@@ -298,9 +298,14 @@ static eq_status check_paths(const eq_capture *have, const char *have_name, cons
             char a_shape[96], b_shape[96];
             eq_tensor_shape_str(&a->tensor, a_shape, sizeof a_shape);
             eq_tensor_shape_str(&b->tensor, b_shape, sizeof b_shape);
-            return EQ_FAIL(EQ_ERR_INPUT, "tensor %s: %s %s %s vs %s %s %s", a->path, have_name,
+            /* a shard compared as if it were the whole tensor: say how to mark it */
+            const char *hint = eq_tensor_numel(&a->tensor) != eq_tensor_numel(&b->tensor)
+                                   ? " (if one run holds only a rank's shard of it, its file must say how it is "
+                                     "split: the dataset's shard attribute, e.g. 'tp:-1', harness/SCHEMA.md)"
+                                   : "";
+            return EQ_FAIL(EQ_ERR_INPUT, "tensor %s: %s %s %s vs %s %s %s%s", a->path, have_name,
                            eq_dtype_name(a->tensor.dtype), a_shape, want_name, eq_dtype_name(b->tensor.dtype),
-                           b_shape);
+                           b_shape, hint);
         }
     }
     return EQ_OK;
