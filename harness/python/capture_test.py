@@ -154,6 +154,18 @@ def test_file():
             check(f["loss"].dtype == np.float32 and float(f["loss"][0]) == float(loss), "the loss, as computed")
         check(not [n for n in os.listdir(f"{tmp}/run") if n.startswith(".")], "no temporary file left")
 
+        # a big model captured in part: by module name, and gradients only
+        net.zero_grad()
+        cap = equiv_capture.Capture(net, f"{tmp}/part", include=("fc2",), what="gradients")
+        loss = (net(x).float() ** 2).mean()
+        cap.loss(loss)
+        loss.backward()
+        cap.grads()
+        cap.write()
+        with h5py.File(f"{tmp}/part/rank00000.h5", "r") as f:
+            kept = sorted(n for n in f.keys() if isinstance(f[n], h5py.Dataset))
+            check(kept == ["fc2.out_grad", "fc2.weight.grad", "loss"], f"include=fc2, gradients only: {kept}")
+
 
 test_rules()
 test_file()

@@ -120,6 +120,7 @@ class Capture:
         self.want_grads = what in ("gradients", "both")
         self.params = params
         self.bounds = bounds
+        self.include, self.exclude = tuple(include), tuple(exclude)
         self._init_world(dp_group, tp_group)
         self.loss_scale = float(self.dp if loss_scale is None else loss_scale)
         self._records = {}   # dataset path -> (tensor, kind, module, param, attrs)
@@ -248,6 +249,10 @@ class Capture:
         for pname, p in self.model.named_parameters():
             mod_name, _, leaf = pname.rpartition(".")
             module = modules.get(mod_name)
+            owner = mod_name or "model"
+            if any(fnmatch.fnmatchcase(owner, x) for x in self.exclude) or \
+                    not any(fnmatch.fnmatchcase(owner, x) for x in self.include):
+                continue
             path = pname  # the parameter's own name: "blocks.0.fc1.weight"
             needed_for_bound = self.want_acts and module is not None and self._bound_operands(module) \
                 and leaf == "weight"
