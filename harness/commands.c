@@ -349,11 +349,11 @@ cleanup:
 static void name_run(eq_capture *cap, const char *path)
 {
     if (cap->meta.case_name[0] != '\0') return;
-    char copy[EQ_NAME_MAX];
-    snprintf(copy, sizeof copy, "%s", path);
-    for (size_t n = strlen(copy); n > 1 && copy[n - 1] == '/'; n--) copy[n - 1] = '\0';
-    const char *base = strrchr(copy, '/');
-    snprintf(cap->meta.case_name, sizeof cap->meta.case_name, "%s", base ? base + 1 : copy);
+    size_t end = strlen(path);
+    while (end > 1 && path[end - 1] == '/') end--; /* "runs/dp4/" names dp4 too */
+    size_t start = end;
+    while (start > 0 && path[start - 1] != '/') start--;
+    snprintf(cap->meta.case_name, sizeof cap->meta.case_name, "%.*s", (int)(end - start), path + start);
 }
 
 /* The tolerances of `equiv compare`: --atol/--rtol, else --tolerance NAME, else the case's entries

@@ -93,14 +93,12 @@ static eq_status read_optional(hid_t obj, const char *path, const char *where, c
     return exists > 0 ? read_attr(obj, path, where, name, want_class, mem_type, dest, dest_len) : EQ_OK;
 }
 
+/* eq_dtype_parse, with its usage error (for the command line) left unrecorded: the caller says
+ * which file and attribute held the name. */
 static int parse_dtype(const char *name, eq_dtype *out)
 {
-    for (int d = 0; d < EQ_DTYPE_COUNT; d++) {
-        if (strcmp(name, eq_dtype_name((eq_dtype)d)) == 0) {
-            *out = (eq_dtype)d;
-            return 1;
-        }
-    }
+    if (eq_dtype_parse(name, out) == EQ_OK) return 1;
+    eq_error_clear();
     return 0;
 }
 

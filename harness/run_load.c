@@ -80,7 +80,6 @@ static eq_status check_same_kind(const eq_capture_entry *a, const char *a_file, 
 static eq_status plan_split(const eq_capture *ranks, const char *const *names, int n, int entry, int dim, int over_dp,
                             int group, int64_t *offsets, int64_t *total)
 {
-    (void)n;
     const eq_run_meta *m0 = &ranks[0].meta;
     int other = over_dp ? m0->tp : m0->dp;
     *total = 0;
@@ -227,19 +226,16 @@ eq_status eq_run_assemble(const eq_capture *ranks, const char *const *names, int
         }
         for (int i = 0; i < ranks[0].count; i++) {
             const eq_capture_entry *a = &ranks[0].entries[i], *b = &ranks[r].entries[i];
-            if (eq_capture_find(&ranks[r], a->path) == NULL) {
-                st = EQ_FAIL(EQ_ERR_INPUT, "dataset %s is in %s but not in %s (every rank captures the same tensors)",
-                             a->path, names[0], names[r]);
-                goto cleanup;
-            }
-            if (eq_capture_find(&ranks[0], b->path) == NULL) {
-                st = EQ_FAIL(EQ_ERR_INPUT, "dataset %s is in %s but not in %s (every rank captures the same tensors)",
-                             b->path, names[r], names[0]);
-                goto cleanup;
-            }
-            if (strcmp(a->path, b->path) != 0) {
-                st = EQ_FAIL(EQ_ERR_INPUT, "%s and %s hold the same datasets in another order (%s vs %s)", names[0],
-                             names[r], a->path, b->path);
+            if (strcmp(a->path, b->path) != 0) { /* say which file lacks what, where one does */
+                if (eq_capture_find(&ranks[r], a->path) == NULL)
+                    st = EQ_FAIL(EQ_ERR_INPUT, "dataset %s is in %s but not in %s (every rank captures the same "
+                                 "tensors)", a->path, names[0], names[r]);
+                else if (eq_capture_find(&ranks[0], b->path) == NULL)
+                    st = EQ_FAIL(EQ_ERR_INPUT, "dataset %s is in %s but not in %s (every rank captures the same "
+                                 "tensors)", b->path, names[r], names[0]);
+                else
+                    st = EQ_FAIL(EQ_ERR_INPUT, "%s and %s hold the same datasets in another order (%s vs %s)",
+                                 names[0], names[r], a->path, b->path);
                 goto cleanup;
             }
             EQ_TRY(check_same_kind(a, names[0], b, names[r]));
@@ -297,22 +293,20 @@ cleanup:
     return st;
 }
 
-/* A single file: full tensors, or the only rank of a world of one. */
-static eq_status load_file(const char *path, eq_capture *out)
+/* A file read on its own (cap, consumed): full tensors, or the only rank of a world of one. */
+static eq_status single_file(const char *path, eq_capture *cap, eq_capture *out)
 {
-    eq_status st = eq_dump_read(path, out);
-    if (st != EQ_OK) return st;
-    if (out->meta.has_rank && out->meta.world_size > 1) {
+    eq_status st = EQ_OK;
+    if (cap->meta.has_rank && cap->meta.world_size > 1)
         st = EQ_FAIL(EQ_ERR_INPUT, "%s is rank %d's file of a run of %d ranks: compare the directory that holds all %d",
-                     path, out->meta.rank, out->meta.world_size, out->meta.world_size);
-        eq_capture_free(out);
-        return st;
+                     path, cap->meta.rank, cap->meta.world_size, cap->meta.world_size);
+    else if (cap->meta.has_rank)
+        st = eq_run_assemble(cap, &path, 1, out);
+    else {
+        *out = *cap; /* already whole: handed over */
+        eq_capture_init(cap);
     }
-    if (!out->meta.has_rank) return EQ_OK;
-    eq_capture one = *out;
-    eq_capture_init(out);
-    st = eq_run_assemble(&one, (const char *const *)&path, 1, out);
-    eq_capture_free(&one);
+    eq_capture_free(cap);
     return st;
 }
 
@@ -329,7 +323,11 @@ eq_status eq_run_load(const char *path, eq_capture *out)
         return err == ENOENT ? EQ_FAIL(EQ_ERR_INPUT, "cannot open dump %s: no such file or directory", path)
                              : EQ_FAIL(EQ_ERR_INPUT, "cannot open dump %s: %s", path, strerror(err));
     }
-    if (!S_ISDIR(sb.st_mode)) return load_file(path, out);
+    if (!S_ISDIR(sb.st_mode)) {
+        eq_capture one;
+        st = eq_dump_read(path, &one);
+        return st == EQ_OK ? single_file(path, &one, out) : st;
+    }
     EQ_TRY(list_h5(path, &paths, &n));
     if (n == 0) {
         st = EQ_FAIL(EQ_ERR_INPUT, "run directory %s holds no .h5 files", path);
@@ -341,8 +339,7 @@ eq_status eq_run_load(const char *path, eq_capture *out)
     }
     for (int i = 0; i < n; i++) EQ_TRY(eq_dump_read(paths[i], &ranks[i]));
     if (n == 1) {
-        eq_capture_free(&ranks[0]);
-        st = load_file(paths[0], out);
+        st = single_file(paths[0], &ranks[0], out);
         goto cleanup;
     }
     for (int i = 0; i < n; i++)

@@ -129,7 +129,7 @@ class Capture:
         self._loss = None
         self._hooks = []
         for mod_name, module in self.model.named_modules():
-            if not self._selected(mod_name, module, include, exclude):
+            if not self._selected(mod_name, module):
                 continue
             self._hooks.append(module.register_forward_hook(self._forward_hook(mod_name or "model", module)))
 
@@ -159,15 +159,16 @@ class Capture:
         self.backend = dist.get_backend() if self.initialised else None
 
     # what is captured --------------------------------------------------------------------------
-    @staticmethod
-    def _selected(name, module, include, exclude):
+    def _named(self, name):
+        """A module name the include/exclude patterns let through ("" is the model itself)."""
         full = name or "model"
-        if any(fnmatch.fnmatchcase(full, p) for p in exclude):
-            return False
-        if not any(fnmatch.fnmatchcase(full, p) for p in include):
-            return False
+        return not any(fnmatch.fnmatchcase(full, p) for p in self.exclude) and \
+            any(fnmatch.fnmatchcase(full, p) for p in self.include)
+
+    def _selected(self, name, module):
         # leaves, and the parallel linears (which may hold children of their own)
-        return not any(True for _ in module.children()) or type(module).__name__ in _LINEAR_LIKE
+        return self._named(name) and (not any(True for _ in module.children())
+                                      or type(module).__name__ in _LINEAR_LIKE)
 
     def _record(self, path, tensor, kind, module=None, param=None, attrs=None):
         if path not in self._records:
@@ -249,9 +250,7 @@ class Capture:
         for pname, p in self.model.named_parameters():
             mod_name, _, leaf = pname.rpartition(".")
             module = modules.get(mod_name)
-            owner = mod_name or "model"
-            if any(fnmatch.fnmatchcase(owner, x) for x in self.exclude) or \
-                    not any(fnmatch.fnmatchcase(owner, x) for x in self.include):
+            if not self._named(mod_name):
                 continue
             path = pname  # the parameter's own name: "blocks.0.fc1.weight"
             needed_for_bound = self.want_acts and module is not None and self._bound_operands(module) \
