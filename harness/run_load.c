@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "harness/dump.h"
+#include "harness/dump_read_isolated.h"
 
 /* The assembled shape of one tensor and where each rank's shard goes in it. */
 typedef struct {
@@ -310,7 +311,9 @@ static eq_status single_file(const char *path, eq_capture *cap, eq_capture *out)
     return st;
 }
 
-eq_status eq_run_load(const char *path, eq_capture *out)
+eq_status eq_run_load(const char *path, eq_capture *out) { return eq_run_load_with(path, eq_dump_read_isolated, out); }
+
+eq_status eq_run_load_with(const char *path, eq_dump_reader read, eq_capture *out)
 {
     eq_status st = EQ_OK;
     struct stat sb;
@@ -325,7 +328,7 @@ eq_status eq_run_load(const char *path, eq_capture *out)
     }
     if (!S_ISDIR(sb.st_mode)) {
         eq_capture one;
-        st = eq_dump_read(path, &one);
+        st = read(path, &one);
         return st == EQ_OK ? single_file(path, &one, out) : st;
     }
     EQ_TRY(list_h5(path, &paths, &n));
@@ -337,7 +340,7 @@ eq_status eq_run_load(const char *path, eq_capture *out)
         st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the %d rank files of %s", n, path);
         goto cleanup;
     }
-    for (int i = 0; i < n; i++) EQ_TRY(eq_dump_read(paths[i], &ranks[i]));
+    for (int i = 0; i < n; i++) EQ_TRY(read(paths[i], &ranks[i]));
     if (n == 1) {
         st = single_file(paths[0], &ranks[0], out);
         goto cleanup;

@@ -20,8 +20,14 @@
 #include "harness/capture.h"
 
 /* Loads the run at path (file or directory) into out (initialised here). EQ_ERR_INPUT, one line
- * naming the file, the dataset and what is wrong, when the run cannot be assembled. */
+ * naming the file, the dataset and what is wrong, when the run cannot be assembled. Each file is
+ * read in a child process (harness/dump_read_isolated.h): a file that crashes or hangs the HDF5
+ * library is an error here too. */
 eq_status eq_run_load(const char *path, eq_capture *out);
+
+/* The same with the files read by `read` (eq_dump_read: in this process, for tests and fuzzing). */
+typedef eq_status (*eq_dump_reader)(const char *path, eq_capture *out);
+eq_status eq_run_load_with(const char *path, eq_dump_reader read, eq_capture *out);
 
 /* Assembles per-rank captures (each as eq_dump_read gives it: meta.has_rank set) into out;
  * `names[i]` names rank file i in messages. Exposed for the unit test. */

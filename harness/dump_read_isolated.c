@@ -1,0 +1,301 @@
+#include "harness/dump_read_isolated.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness/dump.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+/* The child's message: a header, then an error or the capture.
+ *   error:   status, message length + bytes, place length + bytes
+ *   capture: eq_run_meta, count, n_findings; per entry its struct (tensor.data meaningless) and
+ *            its data; the findings */
+enum { MAGIC = 0x65717276 /* "eqrv" */, KIND_ERROR = 1, KIND_CAPTURE = 2 };
+#define MAX_ENTRIES (1 << 20)
+
+/* ---- the child ---- */
+
+static int put(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int put_u32(int fd, uint32_t v) { return put(fd, &v, sizeof v); }
+
+static int put_text(int fd, const char *s)
+{
+    uint32_t len = (uint32_t)strlen(s);
+    return put_u32(fd, len) || put(fd, s, len);
+}
+
+static void send_result(int fd, eq_status st, const eq_capture *cap)
+{
+    if (put_u32(fd, MAGIC)) return;
+    if (st != EQ_OK) {
+        if (put_u32(fd, KIND_ERROR) || put_u32(fd, (uint32_t)st) || put_text(fd, eq_error_message())) return;
+        put_text(fd, eq_error_where());
+        return;
+    }
+    if (put_u32(fd, KIND_CAPTURE) || put(fd, &cap->meta, sizeof cap->meta) || put_u32(fd, (uint32_t)cap->count) ||
+        put_u32(fd, (uint32_t)cap->n_findings))
+        return;
+    for (int i = 0; i < cap->count; i++) {
+        const eq_capture_entry *e = &cap->entries[i];
+        if (put(fd, e, sizeof *e) || put(fd, e->tensor.data, eq_tensor_bytes(&e->tensor))) return;
+    }
+    put(fd, cap->findings, (size_t)cap->n_findings * sizeof cap->findings[0]);
+}
+
+static void limit(int resource, rlim_t value)
+{
+    struct rlimit rl = {value, value};
+    setrlimit(resource, &rl);
+}
+
+/* The address space this process has mapped now (so the limit is what the read may add). */
+static rlim_t mapped_bytes(void)
+{
+    unsigned long long pages = 0;
+    FILE *fp = fopen("/proc/self/statm", "r");
+    if (fp == NULL) return 0;
+    if (fscanf(fp, "%llu", &pages) != 1) pages = 0;
+    fclose(fp);
+    return (rlim_t)(pages * (unsigned long long)sysconf(_SC_PAGESIZE));
+}
+
+static _Noreturn void child_main(int fd, const char *path, uint64_t memory_bytes, int cpu_seconds)
+{
+    limit(RLIMIT_CORE, 0);
+    limit(RLIMIT_CPU, (rlim_t)cpu_seconds);
+    if (!UNDER_ASAN) limit(RLIMIT_AS, mapped_bytes() + (rlim_t)memory_bytes);
+    /* what a crashing library or a sanitizer prints is not equiv's one line: the parent speaks */
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) {
+        dup2(devnull, STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO);
+        close(devnull);
+    }
+    eq_capture cap;
+    eq_status st = eq_dump_read(path, &cap);
+    send_result(fd, st, &cap);
+    _exit(0); /* no atexit handlers, no stdio buffers of the parent's flushed twice */
+}
+
+/* ---- the parent ---- */
+
+typedef struct {
+    int fd;
+    struct timespec deadline;
+    int timed_out;
+} reader;
+
+static long ms_left(const struct timespec *deadline)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms = (long)(deadline->tv_sec - now.tv_sec) * 1000 + (deadline->tv_nsec - now.tv_nsec) / 1000000;
+    return ms > 0 ? ms : 0;
+}
+
+/* n bytes, or -1 (the child ended early, or the deadline passed: r->timed_out). */
+static int get(reader *r, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n > 0) {
+        struct pollfd pfd = {r->fd, POLLIN, 0};
+        long ms = ms_left(&r->deadline);
+        int ready = ms > 0 ? poll(&pfd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms) : 0;
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready == 0) {
+            r->timed_out = 1;
+            return -1;
+        }
+        if (ready < 0) return -1;
+        ssize_t got = read(r->fd, p, n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return -1;
+        p += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+static int get_u32(reader *r, uint32_t *v) { return get(r, v, sizeof *v); }
+
+/* A text of the child's into buf (cut to fit). */
+static int get_text(reader *r, char *buf, size_t cap)
+{
+    uint32_t len = 0;
+    if (get_u32(r, &len) || len > (1u << 16)) return -1;
+    char scratch[1 << 16];
+    if (get(r, scratch, len)) return -1;
+    snprintf(buf, cap, "%.*s", (int)len, scratch);
+    return 0;
+}
+
+/* An entry as the child sent it, checked before its data is allocated. */
+static int entry_ok(eq_capture_entry *e)
+{
+    e->path[sizeof e->path - 1] = e->name[sizeof e->name - 1] = '\0';
+    e->gemm.a[sizeof e->gemm.a - 1] = e->gemm.b[sizeof e->gemm.b - 1] = '\0';
+    eq_tensor *t = &e->tensor;
+    t->data = NULL;
+    if ((unsigned)t->dtype >= EQ_DTYPE_COUNT || t->ndim < 1 || t->ndim > EQ_MAX_DIMS) return 0;
+    uint64_t bytes = eq_dtype_size(t->dtype);
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0 || (t->shape[d] > 0 && bytes > (uint64_t)(SIZE_MAX / 4) / (uint64_t)t->shape[d])) return 0;
+        bytes *= (uint64_t)t->shape[d];
+    }
+    return 1;
+}
+
+/* The capture the child sent, into out; -1 if the message is cut short or malformed. */
+static int get_capture(reader *r, eq_capture *out)
+{
+    uint32_t count = 0, n_findings = 0;
+    if (get(r, &out->meta, sizeof out->meta) || get_u32(r, &count) || get_u32(r, &n_findings)) return -1;
+    if (count > MAX_ENTRIES || n_findings > MAX_ENTRIES) return -1;
+    if (count > 0 && (out->entries = calloc(count, sizeof *out->entries)) == NULL) return -1;
+    out->capacity = (int)count;
+    for (uint32_t i = 0; i < count; i++) {
+        eq_capture_entry *e = &out->entries[i];
+        if (get(r, e, sizeof *e) || !entry_ok(e)) return -1;
+        eq_tensor t = e->tensor;
+        if (eq_tensor_init(&e->tensor, t.dtype, t.ndim, t.shape) != EQ_OK) return -1;
+        out->count++; /* from here eq_capture_free frees its data */
+        if (get(r, e->tensor.data, eq_tensor_bytes(&e->tensor))) return -1;
+    }
+    if (n_findings > 0) {
+        if ((out->findings = calloc(n_findings, sizeof out->findings[0])) == NULL) return -1;
+        if (get(r, out->findings, n_findings * sizeof out->findings[0])) return -1;
+        out->n_findings = (int)n_findings;
+        for (uint32_t i = 0; i < n_findings; i++) out->findings[i][EQ_FINDING_MAX - 1] = '\0';
+    }
+    return 0;
+}
+
+static double env_number(const char *name, double fallback)
+{
+    const char *text = getenv(name);
+    char *end = NULL;
+    double v = text ? strtod(text, &end) : 0.0;
+    return text && end != text && *end == '\0' && v > 0.0 && v < 1e9 ? v : fallback;
+}
+
+/* The child's error as this process's pending error, at the child's place ("harness/x.c:42"). */
+static eq_status raise_child_error(uint32_t code, const char *message, const char *where)
+{
+    eq_status st = code > EQ_OK && code <= EQ_ERR_INTERNAL ? (eq_status)code : EQ_ERR_INPUT;
+    char file[128];
+    snprintf(file, sizeof file, "%s", where);
+    char *colon = strrchr(file, ':');
+    int line = colon ? atoi(colon + 1) : 0;
+    if (colon) *colon = '\0';
+    return eq_fail(st, file, line, "%s", message);
+}
+
+eq_status eq_dump_read_isolated(const char *path, eq_capture *out)
+{
+    eq_capture_init(out);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        int err = errno;
+        return err == ENOENT ? EQ_FAIL(EQ_ERR_INPUT, "cannot open dump %s: no such file", path)
+                             : EQ_FAIL(EQ_ERR_INPUT, "cannot open dump %s: %s", path, strerror(err));
+    }
+    if (!S_ISREG(sb.st_mode)) return EQ_FAIL(EQ_ERR_INPUT, "%s is not a regular file (a dump is an HDF5 file)", path);
+    const double mb = (double)sb.st_size / (1 << 20);
+    const double timeout_s = env_number("EQUIV_READ_TIMEOUT_S", 30.0 + mb / 10.0);
+    const double memory_mb = env_number("EQUIV_READ_MEMORY_MB", 1024.0 + 8.0 * mb);
+
+    int fds[2];
+    if (pipe(fds) != 0) return EQ_FAIL(EQ_ERR_IO, "cannot read %s: no pipe to a reader process: %s", path, strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int err = errno;
+        close(fds[0]);
+        close(fds[1]);
+        return EQ_FAIL(EQ_ERR_IO, "cannot read %s: cannot start a reader process: %s", path, strerror(err));
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        child_main(fds[1], path, (uint64_t)(memory_mb * (1 << 20)), (int)timeout_s + 1);
+    }
+    close(fds[1]);
+
+    reader r = {.fd = fds[0]};
+    clock_gettime(CLOCK_MONOTONIC, &r.deadline);
+    r.deadline.tv_sec += (time_t)timeout_s;
+    r.deadline.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
+    if (r.deadline.tv_nsec >= 1000000000L) {
+        r.deadline.tv_sec++;
+        r.deadline.tv_nsec -= 1000000000L;
+    }
+    uint32_t magic = 0, kind = 0, code = 0;
+    char message[512] = "", where[128] = "";
+    int complete = 0, child_error = 0;
+    if (get_u32(&r, &magic) == 0 && magic == MAGIC && get_u32(&r, &kind) == 0) {
+        if (kind == KIND_ERROR)
+            complete = child_error = get_u32(&r, &code) == 0 && get_text(&r, message, sizeof message) == 0 &&
+                                     get_text(&r, where, sizeof where) == 0;
+        else if (kind == KIND_CAPTURE)
+            complete = get_capture(&r, out) == 0;
+    }
+    close(fds[0]);
+    if (r.timed_out) kill(pid, SIGKILL);
+    int wstatus = 0;
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {}
+
+    eq_status st = EQ_OK;
+    if (complete && child_error && code == EQ_ERR_NOMEM) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: reading it needed more than %.0f MB (EQUIV_READ_MEMORY_MB allows more): %s",
+                     path, memory_mb, message);
+    } else if (complete && child_error) {
+        st = raise_child_error(code, message, where);
+    } else if (r.timed_out) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: reading it took over %.0f s (a damaged file makes the HDF5 library loop; "
+                     "EQUIV_READ_TIMEOUT_S allows more)", path, timeout_s);
+    } else if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGXCPU) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: reading it used over %.0f s of CPU (a damaged file makes the HDF5 library "
+                     "loop; EQUIV_READ_TIMEOUT_S allows more)", path, timeout_s);
+    } else if (WIFSIGNALED(wstatus)) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s is damaged: the HDF5 library crashed reading it (signal %d, %s; the file "
+                     "is not a dump, or was cut or corrupted)", path, WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)));
+    } else if (!complete) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s is damaged: reading it needed more than %.0f MB or ended early (the HDF5 "
+                     "library was asked for a size the file cannot hold; EQUIV_READ_MEMORY_MB allows more)", path,
+                     memory_mb);
+    }
+    if (st != EQ_OK) eq_capture_free(out);
+    return st;
+}
