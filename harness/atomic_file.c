@@ -1,6 +1,7 @@
 #include "harness/atomic_file.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,12 +14,26 @@ eq_status eq_atomic_begin(eq_atomic_file *af, const char *final_path, int open_s
     strcpy(af->final_path, final_path);
     const char *slash = strrchr(final_path, '/');
     int dir_len = slash ? (int)(slash - final_path + 1) : 0;
-    snprintf(af->temp_path, sizeof af->temp_path, "%.*s.%s.tmp.%ld", dir_len, final_path,
-             final_path + dir_len, (long)getpid());
-    if (open_stdio) {
-        af->fp = fopen(af->temp_path, "w");
-        if (af->fp == NULL)
-            return EQ_FAIL(EQ_ERR_IO, "cannot write %s: %s", af->final_path, strerror(errno));
+    /* An unpredictable name, created here (O_EXCL: never a file or symlink planted before). */
+    snprintf(af->temp_path, sizeof af->temp_path, "%.*s.%s.tmp.XXXXXX", dir_len, final_path, final_path + dir_len);
+    int fd = mkstemp(af->temp_path);
+    if (fd < 0) {
+        int err = errno;
+        af->temp_path[0] = '\0';
+        return EQ_FAIL(EQ_ERR_IO, "cannot write %s: %s", af->final_path, strerror(err));
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask); /* as fopen would have made it */
+    if (!open_stdio) {
+        close(fd);
+        return EQ_OK;
+    }
+    if ((af->fp = fdopen(fd, "w")) == NULL) {
+        int err = errno;
+        close(fd);
+        eq_atomic_abort(af);
+        return EQ_FAIL(EQ_ERR_IO, "cannot write %s: %s", af->final_path, strerror(err));
     }
     return EQ_OK;
 }
@@ -26,12 +41,14 @@ eq_status eq_atomic_begin(eq_atomic_file *af, const char *final_path, int open_s
 eq_status eq_atomic_commit(eq_atomic_file *af)
 {
     if (af->fp != NULL) {
-        int failed = ferror(af->fp);
+        int failed = ferror(af->fp) || fflush(af->fp) != 0;
+        int err = errno;
         failed |= fclose(af->fp) != 0;
+        if (failed && err == 0) err = errno;
         af->fp = NULL;
         if (failed) {
             eq_atomic_abort(af);
-            return EQ_FAIL(EQ_ERR_IO, "cannot write %s", af->final_path);
+            return EQ_FAIL(EQ_ERR_IO, "cannot write %s: %s", af->final_path, err ? strerror(err) : "write error");
         }
     }
     if (rename(af->temp_path, af->final_path) != 0) {

@@ -9,11 +9,12 @@
 
 typedef struct {
     char final_path[4096];
-    char temp_path[4096]; /* "<dir>/.<name>.tmp.<pid>" */
+    char temp_path[4096]; /* "<dir>/.<name>.tmp.XXXXXX" (mkstemp: unpredictable, created O_EXCL) */
     FILE *fp;             /* open on temp_path for stdio writers; NULL for library writers */
 } eq_atomic_file;
 
-/* Picks the temporary name; with `open_stdio` also opens it for writing ("w"). */
+/* Creates the temporary file; with `open_stdio` also opens it for writing (else a library writer
+ * opens it by temp_path, truncating). */
 eq_status eq_atomic_begin(eq_atomic_file *af, const char *final_path, int open_stdio);
 /* Closes (if open), checks for write errors, renames over final_path. */
 eq_status eq_atomic_commit(eq_atomic_file *af);

@@ -81,7 +81,8 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
     eq_status st = EQ_OK;
     eq_atomic_file af;
     memset(&af, 0, sizeof af);
-    hid_t fcpl = H5I_INVALID_HID, gcpl = H5I_INVALID_HID, file = H5I_INVALID_HID;
+    hid_t fcpl = H5I_INVALID_HID, gcpl = H5I_INVALID_HID, fapl = H5I_INVALID_HID, file = H5I_INVALID_HID;
+    void *image = NULL;
     hid_t bf16_type = H5I_INVALID_HID, layers = H5I_INVALID_HID, group = H5I_INVALID_HID;
     const eq_run_meta *m = &cap->meta;
     const char *string_attr_values[N_STRING_ATTRS] = {
@@ -89,7 +90,6 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
         m->version, m->grads, m->injected};
 
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are reported once, through EQ_FAIL */
-    EQ_TRY(eq_atomic_begin(&af, path, 0));
     /* Track link creation order so a reader can list each layer's tensors in capture order. */
     const unsigned order = H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED;
     fcpl = H5Pcreate(H5P_FILE_CREATE);
@@ -98,8 +98,16 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
                    H5Pset_link_creation_order(gcpl, order) < 0 || H5Pset_obj_track_times(fcpl, 0) < 0 ||
                    H5Pset_obj_track_times(gcpl, 0) < 0 ? -1 : 0,
            EQ_ERR_IO, "cannot write dump %s: setting up property lists failed", path);
-    H5_TRY(file = H5Fcreate(af.temp_path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), EQ_ERR_IO,
-           "cannot write dump %s: creating the file failed (does the folder exist, is it writable?)", path);
+    /* The file is built in memory (HDF5's core driver, no backing store) and written out by us:
+     * a full disk or any write error is then ours to report, and never leaves the library holding
+     * a half-flushed file it crashes on at exit (libhdf5 1.10 does). One allocation holds it. */
+    size_t expected = 1 << 20;
+    for (int i = 0; i < cap->count; i++) expected += eq_tensor_bytes(&cap->entries[i].tensor) + 1024;
+    fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5_TRY(fapl < 0 ? -1 : H5Pset_fapl_core(fapl, expected, 0), EQ_ERR_IO,
+           "cannot write dump %s: setting up the in-memory file failed", path);
+    H5_TRY(file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl), EQ_ERR_IO,
+           "cannot write dump %s: creating the file failed (out of memory?)", path);
 
     for (int i = 0; i < N_STRING_ATTRS; i++)
         H5_TRY(write_string_attr(file, string_attr_names[i], string_attr_values[i]), EQ_ERR_IO,
@@ -138,10 +146,24 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
     eq_h5_close(&group);
     eq_h5_close(&layers);
     eq_h5_close(&bf16_type);
-    /* Closing the file flushes it; only a cleanly closed file is moved into place. */
+    /* The whole image, written and closed without error, is moved into place; nothing else is. */
+    H5_TRY(H5Fflush(file, H5F_SCOPE_GLOBAL), EQ_ERR_IO, "cannot write dump %s: flushing the file failed", path);
+    ssize_t image_bytes = H5Fget_file_image(file, NULL, 0);
+    H5_TRY(image_bytes <= 0 ? -1 : 0, EQ_ERR_IO, "cannot write dump %s: the file image is empty", path);
+    if ((image = malloc((size_t)image_bytes)) == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "cannot write dump %s: no memory for its %zd bytes", path, image_bytes);
+        goto cleanup;
+    }
+    H5_TRY(H5Fget_file_image(file, image, (size_t)image_bytes) != image_bytes ? -1 : 0, EQ_ERR_IO,
+           "cannot write dump %s: copying the file image failed", path);
     herr_t closed = H5Fclose(file);
     file = H5I_INVALID_HID;
-    H5_TRY(closed, EQ_ERR_IO, "cannot write dump %s: closing (flushing) the file failed", path);
+    H5_TRY(closed, EQ_ERR_IO, "cannot write dump %s: closing the file failed", path);
+    EQ_TRY(eq_atomic_begin(&af, path, 1));
+    if (fwrite(image, 1, (size_t)image_bytes, af.fp) != (size_t)image_bytes) {
+        st = EQ_FAIL(EQ_ERR_IO, "cannot write dump %s: %s", path, strerror(errno));
+        goto cleanup;
+    }
     EQ_TRY(eq_atomic_commit(&af));
 cleanup:
     eq_h5_close(&group);
@@ -150,6 +172,8 @@ cleanup:
     eq_h5_close(&file);
     eq_h5_close(&gcpl);
     eq_h5_close(&fcpl);
+    eq_h5_close(&fapl);
+    free(image);
     eq_atomic_abort(&af); /* removes the temporary file unless it was committed */
     return st;
 }
