@@ -8,17 +8,18 @@
 #include "harness/commands.h"
 #include "harness/golden.h"
 #include "harness/matrix.h"
+#include "harness/out_dir.h"
 #include "reports/matrix_report.h"
 #include "reports/report.h"
 
 typedef eq_status (*matrix_writer)(FILE *out, const eq_matrix *m);
 
-static eq_status write_file(const char *dir, const char *name, matrix_writer write, const eq_matrix *m)
+static eq_status write_file(eq_out *out, const char *name, matrix_writer write, const eq_matrix *m)
 {
-    char path[4096];
+    char path[4400];
     eq_atomic_file af = {0};
     eq_status st = EQ_OK;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    EQ_TRY(eq_out_path(out, name, path, sizeof path));
     EQ_TRY(eq_atomic_begin(&af, path, 1));
     EQ_TRY(write(af.fp, m));
     EQ_TRY(eq_atomic_commit(&af));
@@ -35,6 +36,7 @@ eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected)
     eq_status st = EQ_OK;
     eq_paths paths;
     eq_matrix m;
+    eq_out out = {0};
     memset(&m, 0, sizeof m);
     eq_paths_resolve(cli, &paths);
     eq_matrix_options opt = {.cases_dir = paths.cases_dir, .tolerances_path = paths.tolerances,
@@ -42,11 +44,12 @@ eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected)
                              .size = cli->size, .algo = cli->algo, .seed = cli->seed, .progress = stderr};
     EQ_TRY(eq_matrix_run(&opt, &m));
     if (cli->out_dir) {
-        EQ_TRY(eq_ensure_dir(cli->out_dir));
-        EQ_TRY(write_file(cli->out_dir, "matrix.md", eq_matrix_markdown, &m));
-        EQ_TRY(write_file(cli->out_dir, "matrix.json", eq_matrix_json, &m));
-        EQ_TRY(write_file(cli->out_dir, "matrix.html", eq_matrix_html, &m));
-        EQ_TRY(write_file(cli->out_dir, "report.json", write_report_json, &m));
+        EQ_TRY(eq_out_open(&out, cli->out_dir));
+        EQ_TRY(write_file(&out, "matrix.md", eq_matrix_markdown, &m));
+        EQ_TRY(write_file(&out, "matrix.json", eq_matrix_json, &m));
+        EQ_TRY(write_file(&out, "matrix.html", eq_matrix_html, &m));
+        EQ_TRY(write_file(&out, "report.json", write_report_json, &m));
+        EQ_TRY(eq_out_commit(&out));
     }
     switch (cli->format) {
     case EQ_FORMAT_JSON: st = eq_matrix_json(stdout, &m); break;
@@ -55,6 +58,7 @@ eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected)
     }
     *n_unexpected = eq_matrix_unexpected_cells(&m);
 cleanup:
+    eq_out_discard(&out);
     eq_matrix_free(&m);
     return st;
 }

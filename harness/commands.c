@@ -9,6 +9,7 @@
 #include "harness/atomic_file.h"
 #include "harness/compare.h"
 #include "harness/dump.h"
+#include "harness/out_dir.h"
 #include "harness/run_load.h"
 #include "harness/runner.h"
 #include "harness/truth.h"
@@ -42,35 +43,32 @@ static eq_status find_tolerance(const eq_tolerance_table *table, const char *ent
     return EQ_OK;
 }
 
-/* Reports to standard output, and with --out also to DIR/report.md, report.json, report.html. */
-static eq_status write_reports(const eq_cli *cli, const eq_comparison *cmps, int n)
+/* Reports to standard output, and with --out also report.md, report.json, report.html. */
+static eq_status write_reports(const eq_cli *cli, eq_out *out, const eq_comparison *cmps, int n)
 {
     eq_status st = EQ_OK;
-    eq_atomic_file md = {0}, json = {0}, html = {0};
+    typedef eq_status (*writer)(FILE *fp, const eq_comparison *cmps, int n);
+    static const struct {
+        const char *name;
+        writer write;
+    } files[] = {{"report.md", eq_report_markdown}, {"report.json", eq_report_json}, {"report.html", eq_report_html}};
+    eq_atomic_file af = {0};
     switch (cli->format) {
     case EQ_FORMAT_JSON: st = eq_report_json(stdout, cmps, n); break;
     case EQ_FORMAT_HTML: st = eq_report_html(stdout, cmps, n); break;
     case EQ_FORMAT_MARKDOWN: st = eq_report_markdown(stdout, cmps, n); break;
     }
     fflush(stdout);
-    if (st != EQ_OK || cli->out_dir == NULL) return st;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/report.md", cli->out_dir);
-    EQ_TRY(eq_atomic_begin(&md, path, 1));
-    EQ_TRY(eq_report_markdown(md.fp, cmps, n));
-    EQ_TRY(eq_atomic_commit(&md));
-    snprintf(path, sizeof path, "%s/report.json", cli->out_dir);
-    EQ_TRY(eq_atomic_begin(&json, path, 1));
-    EQ_TRY(eq_report_json(json.fp, cmps, n));
-    EQ_TRY(eq_atomic_commit(&json));
-    snprintf(path, sizeof path, "%s/report.html", cli->out_dir);
-    EQ_TRY(eq_atomic_begin(&html, path, 1));
-    EQ_TRY(eq_report_html(html.fp, cmps, n));
-    EQ_TRY(eq_atomic_commit(&html));
+    if (st != EQ_OK || !eq_out_active(out)) return st;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[4400];
+        EQ_TRY(eq_out_path(out, files[i].name, path, sizeof path));
+        EQ_TRY(eq_atomic_begin(&af, path, 1));
+        EQ_TRY(files[i].write(af.fp, cmps, n));
+        EQ_TRY(eq_atomic_commit(&af));
+    }
 cleanup:
-    eq_atomic_abort(&md);
-    eq_atomic_abort(&json);
-    eq_atomic_abort(&html);
+    eq_atomic_abort(&af);
     return st;
 }
 
@@ -83,7 +81,7 @@ static double seconds_since(const struct timespec *t0)
 
 /* Runs spec, dumps it under --out, and says how long it took with -v. Under --comm mpi every rank
  * runs its part and ends with the full capture; only rank 0 writes and speaks. */
-static eq_status run_and_dump(const eq_cli *cli, const eq_run_spec *spec, eq_capture *cap)
+static eq_status run_and_dump(const eq_cli *cli, eq_out *out, const eq_run_spec *spec, eq_capture *cap)
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -95,10 +93,10 @@ static eq_status run_and_dump(const eq_cli *cli, const eq_run_spec *spec, eq_cap
         fprintf(stderr, "equiv: ran %s %s %s (%s) in %.2f s\n", spec->kase->name, eq_dtype_name(spec->step.dtype),
                 eq_layout_name(spec->step.layout, layout, sizeof layout), spec->step.transport->name,
                 seconds_since(&t0));
-    if (cli->out_dir == NULL) return EQ_OK;
-    char name[256], path[4096];
-    snprintf(path, sizeof path, "%s/%s", cli->out_dir, eq_dump_filename(&cap->meta, name, sizeof name));
-    return eq_dump_write(path, cap);
+    if (!eq_out_active(out)) return EQ_OK;
+    char name[EQ_DUMP_FILENAME_MAX], path[4400];
+    st = eq_out_path(out, eq_dump_filename(&cap->meta, name, sizeof name), path, sizeof path);
+    return st == EQ_OK ? eq_dump_write(path, cap) : st;
 }
 
 /* The layouts to check: the one asked for, else every layout of the case but the reference
@@ -192,6 +190,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     eq_dtype dtypes[EQ_DTYPE_COUNT];
     eq_run_spec spec;
     eq_world world = {0};
+    eq_out out = {0};
     const eq_backend *backend = NULL; /* released at the end (device buffers) */
     int n_cmps = 0, n_dtypes = 0, have_world = 0;
     memset(distributed, 0, sizeof distributed);
@@ -248,7 +247,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         goto cleanup;
     }
     const int root = eq_world_is_root(have_world ? &world : NULL);
-    if (cli->out_dir && root) EQ_TRY(eq_ensure_dir(cli->out_dir));
+    if (root) EQ_TRY(eq_out_open(&out, cli->out_dir));
 
     if (have_world) {
         /* Every rank runs its part of the layout for every dtype first; rank 0 computes the
@@ -260,7 +259,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         spec.step.world = &world;
         for (int i = 0; i < n_dtypes; i++) {
             spec.step.dtype = dtypes[i];
-            st = run_and_dump(cli, &spec, &distributed[i]);
+            st = run_and_dump(cli, &out, &spec, &distributed[i]);
             /* a failure on one rank mid-run: the others may wait in a collective, so end them all */
             if (st != EQ_OK) eq_world_abort(&world);
         }
@@ -271,13 +270,13 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         spec.step.dtype = EQ_FP64;
         spec.step.layout = (eq_layout){1, 1};
         spec.step.bugs = EQ_BUG_NONE;
-        EQ_TRY(run_and_dump(cli, &spec, &truth));
+        EQ_TRY(run_and_dump(cli, &out, &spec, &truth));
     }
     for (int i = 0; i < n_dtypes && root; i++) {
         spec.step.dtype = dtypes[i];
         spec.step.layout = (eq_layout){1, 1};
         spec.step.bugs = EQ_BUG_NONE; /* the reference never carries an injected bug */
-        EQ_TRY(run_and_dump(cli, &spec, &ref));
+        EQ_TRY(run_and_dump(cli, &out, &spec, &ref));
         for (int j = 0; j < n_layouts; j++) {
             spec.step.layout = layouts[j];
             spec.step.bugs = cli->bugs;
@@ -285,7 +284,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
                 test = distributed[i];
                 memset(&distributed[i], 0, sizeof distributed[i]);
             } else {
-                EQ_TRY(run_and_dump(cli, &spec, &test));
+                EQ_TRY(run_and_dump(cli, &out, &spec, &test));
             }
             eq_expect expect = eq_case_expectation(kase, dtypes[i], layouts[j]);
             EQ_TRY(eq_compare_runs(&ref, &test, &tols[dtypes[i]], &grad_tols[dtypes[i]], expect,
@@ -298,11 +297,13 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         eq_capture_free(&ref);
     }
     if (root) {
-        st = write_reports(cli, cmps, n_cmps);
+        EQ_TRY(write_reports(cli, &out, cmps, n_cmps));
+        EQ_TRY(eq_out_commit(&out));
         *n_unexpected = eq_report_unexpected(cmps, n_cmps);
     }
     if (have_world) EQ_TRY(eq_world_share_int(&world, n_unexpected)); /* rank 0's verdict everywhere */
 cleanup:
+    eq_out_discard(&out); /* a failure leaves nothing in --out */
     if (have_world) st = eq_world_finish(&world, st); /* one outcome on every rank, printed once */
     for (int i = 0; i < n_cmps; i++) eq_comparison_free(&cmps[i]);
     eq_capture_free(&ref);
@@ -319,6 +320,7 @@ eq_status eq_cmd_diff(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
     eq_atomic_file comment = {0};
+    eq_out out = {0};
     eq_diff_options opt = eq_diff_options_default();
     opt.growth = cli->growth;
     /* The comment is built whole before anything is printed, so an input error prints nothing. */
@@ -332,15 +334,17 @@ eq_status eq_cmd_diff(const eq_cli *cli, int *n_unexpected)
     fwrite(text, 1, len, stdout);
     fflush(stdout);
     if (cli->out_dir != NULL) {
-        char path[4096];
-        EQ_TRY(eq_ensure_dir(cli->out_dir));
-        snprintf(path, sizeof path, "%s/comment.md", cli->out_dir);
+        char path[4400];
+        EQ_TRY(eq_out_open(&out, cli->out_dir));
+        EQ_TRY(eq_out_path(&out, "comment.md", path, sizeof path));
         EQ_TRY(eq_atomic_begin(&comment, path, 1));
         fwrite(text, 1, len, comment.fp);
         EQ_TRY(eq_atomic_commit(&comment));
+        EQ_TRY(eq_out_commit(&out));
     }
 cleanup:
     eq_atomic_abort(&comment);
+    eq_out_discard(&out);
     free(text);
     return st;
 }
@@ -354,6 +358,14 @@ static void name_run(eq_capture *cap, const char *path)
     size_t start = end;
     while (start > 0 && path[start - 1] != '/') start--;
     snprintf(cap->meta.case_name, sizeof cap->meta.case_name, "%.*s", (int)(end - start), path + start);
+}
+
+/* A name that can only mean a file in the cases directory: letters, digits, '_', '-', '.', not
+ * starting with '.' (a dump's "case" attribute is data: "../../x" must not reach outside). */
+static int is_case_name(const char *name)
+{
+    return name[0] != '\0' && name[0] != '.' &&
+           strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == strlen(name);
 }
 
 /* The tolerances of `equiv compare`: --atol/--rtol, else --tolerance NAME, else the case's entries
@@ -398,6 +410,7 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     eq_paths paths;
     eq_capture ref = {0}, test = {0};
     eq_comparison cmp = {0};
+    eq_out out = {0};
     int have_cmp = 0;
     eq_tolerance tol, grad_tol;
     eq_case *kase = calloc(1, sizeof *kase);
@@ -416,10 +429,12 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
 
     /* An equiv dump of a case this tree has: the case names tolerance and expectation. A user's run
      * never does, whatever it calls itself. */
-    char case_path[4096];
+    char case_path[4400];
     snprintf(case_path, sizeof case_path, "%s/%s.ini", paths.cases_dir, ref.meta.case_name);
     int known_case = 0;
-    FILE *probe = ref.meta.source[0] == '\0' && ref.meta.model[0] != '\0' ? fopen(case_path, "r") : NULL;
+    FILE *probe = ref.meta.source[0] == '\0' && ref.meta.model[0] != '\0' && is_case_name(ref.meta.case_name)
+                      ? fopen(case_path, "r")
+                      : NULL;
     if (probe != NULL) {
         fclose(probe);
         EQ_TRY(eq_case_load(case_path, kase));
@@ -433,10 +448,12 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     EQ_TRY(eq_compare_runs(&ref, &test, &tol, &grad_tol, expect, &cmp));
     have_cmp = 1;
     if (known_case && !cli->has_expect) eq_comparison_apply_case(&cmp, kase);
-    if (cli->out_dir) EQ_TRY(eq_ensure_dir(cli->out_dir));
-    EQ_TRY(write_reports(cli, &cmp, 1));
+    EQ_TRY(eq_out_open(&out, cli->out_dir));
+    EQ_TRY(write_reports(cli, &out, &cmp, 1));
+    EQ_TRY(eq_out_commit(&out));
     *n_unexpected = eq_report_unexpected(&cmp, 1);
 cleanup:
+    eq_out_discard(&out);
     if (have_cmp) eq_comparison_free(&cmp);
     eq_capture_free(&ref);
     eq_capture_free(&test);
