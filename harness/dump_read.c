@@ -20,6 +20,21 @@
 /* Groups nested deeper than this are refused (a file is not a tree of that depth by accident). */
 #define MAX_DEPTH 32
 
+/* Text a report can print: valid UTF-8 without control characters. A damaged file's strings are
+ * refused here, not later by a report writer. */
+static int is_text(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int extra = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 : (*p & 0xf8) == 0xf0 ? 3 : -1;
+        if (extra < 0 || *p < 0x20 || *p == 0x7f || (extra == 1 && *p < 0xc2) || (extra == 3 && *p > 0xf4)) return 0;
+        for (int i = 1; i <= extra; i++)
+            if ((p[i] & 0xc0) != 0x80) return 0;
+        p += 1 + extra;
+    }
+    return 1;
+}
+
 /* Reads one scalar attribute of `obj` ("where" names it in messages) into dest: a string of at most
  * dest_len - 1 bytes (variable- or fixed-length) when want_class is H5T_STRING, else one number of
  * class want_class (H5T_INTEGER or H5T_FLOAT; an integer is accepted as a float) converted to
@@ -73,6 +88,11 @@ static eq_status read_attr(hid_t obj, const char *path, const char *where, const
         H5_TRY(H5Tset_strpad(str_type, H5T_STR_NULLTERM), EQ_ERR_INPUT, "%s: string type", path);
         H5_TRY(H5Aread(attr, str_type, dest), EQ_ERR_INPUT, "%s: cannot read attribute '%s' of %s", path, name,
                where);
+    }
+    if (!is_text(dest)) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: attribute '%s' of %s is not text (not UTF-8, or control characters: the file "
+                     "is damaged?)", path, name, where);
+        goto cleanup;
     }
 cleanup:
     if (vlen_value != NULL) H5free_memory(vlen_value);
@@ -142,7 +162,7 @@ static herr_t collect_env(hid_t loc, const char *name, const H5A_info_t *info, v
     (void)info;
     env_walk *w = data;
     char value[256] = "";
-    if (is_known_root_attr(name)) return 0;
+    if (is_known_root_attr(name) || !is_text(name)) return 0; /* an unprintable name is left out too */
     hid_t attr = H5Aopen(loc, name, H5P_DEFAULT), type = attr >= 0 ? H5Aget_type(attr) : H5I_INVALID_HID;
     H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
     eq_h5_close(&type);
@@ -349,6 +369,16 @@ static eq_status read_dataset(hid_t file, const char *path, const char *dset_pat
         bytes *= dims[d];
         shape[d] = (int64_t)dims[d];
     }
+    /* Nor more bytes than the file can hold: deflate, the densest filter HDF5 ships, packs at most
+     * 1032:1, so a larger claim is damage (allocating it first is how a flipped byte took 8 GB). */
+    hsize_t file_bytes = 0;
+    H5_TRY(H5Fget_filesize(file, &file_bytes), EQ_ERR_INPUT, "%s: cannot read the file's size", path);
+    if (bytes > 1032 * (uint64_t)file_bytes + (1u << 20)) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s declares %llu bytes, more than a file of %llu bytes can hold "
+                     "(the file is damaged)", path, dset_path, (unsigned long long)bytes,
+                     (unsigned long long)file_bytes);
+        goto cleanup;
+    }
     EQ_TRY(read_attr(dset, path, dset_path, "role", H5T_STRING, H5I_INVALID_HID, role_name, sizeof role_name));
     eq_role role;
     if (eq_role_parse(role_name, &role) != EQ_OK) {
@@ -457,6 +487,11 @@ static eq_status list_group(hid_t group, const char *path, const char *where, ch
         }
         H5_TRY(H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, names[i], (size_t)len + 1, H5P_DEFAULT),
                EQ_ERR_INPUT, "%s: cannot list %s", path, where);
+        if (!is_text(names[i])) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: a name in %s is not text (not UTF-8, or control characters: the file is "
+                         "damaged?)", path, where);
+            goto cleanup;
+        }
         all_numbers &= len <= 4 && strspn(names[i], "0123456789") == (size_t)len;
     }
     if (all_numbers) qsort(names, (size_t)info.nlinks, sizeof *names, compare_numeric_names);
