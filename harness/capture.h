@@ -51,6 +51,11 @@ typedef struct {
     int rank, dp_rank, tp_rank;
     int64_t step;                /* the training step the capture was taken at (with a source) */
     char env[EQ_ENV_MAX];
+    /* Where equiv's own run computed, since fp32 bits depend on it: the backend's GEMM kernels as
+     * it chose them ("OpenBLAS core SkylakeX; fp32 GEMM: OpenBLAS; ..."; "" when not recorded) and
+     * the CPU model. */
+    char kernel[256];
+    char cpu[EQ_NAME_MAX];
 } eq_run_meta;
 
 /* How a rank holds a tensor: replicated over a group (-1) or split along a dimension over it. */

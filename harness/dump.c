@@ -38,9 +38,10 @@ static herr_t write_number_attr(hid_t obj, const char *name, hid_t file_type, hi
 }
 
 /* The root attributes that are strings, in the order they are written. */
-#define N_STRING_ATTRS 10
+#define N_STRING_ATTRS 12
 static const char *const string_attr_names[N_STRING_ATTRS] = {
-    "case", "model", "size", "dtype", "transport", "algorithm", "backend", "version", "grads", "injected"};
+    "case", "model", "size", "dtype", "transport", "algorithm", "backend", "version", "grads", "injected",
+    "gemm_kernel", "cpu"};
 
 static eq_status write_entry(hid_t group, hid_t bf16_type, const eq_capture_entry *e, const char *path)
 {
@@ -87,7 +88,7 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
     const eq_run_meta *m = &cap->meta;
     const char *string_attr_values[N_STRING_ATTRS] = {
         m->case_name, m->model, m->size, eq_dtype_name(m->dtype), m->transport, m->algorithm, m->backend,
-        m->version, m->grads, m->injected};
+        m->version, m->grads, m->injected, m->kernel, m->cpu};
 
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are reported once, through EQ_FAIL */
     /* Track link creation order so a reader can list each layer's tensors in capture order. */

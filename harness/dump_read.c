@@ -125,14 +125,14 @@ static int parse_dtype(const char *name, eq_dtype *out)
 /* The root's string attributes this reader knows, and where they go. */
 typedef struct {
     const char *name;
-    size_t offset; /* into eq_run_meta */
+    size_t offset, size; /* of the field in eq_run_meta */
 } string_attr;
+#define META_FIELD(name, field) {name, offsetof(eq_run_meta, field), sizeof((eq_run_meta *)0)->field}
 static const string_attr root_strings[] = {
-    {"case", offsetof(eq_run_meta, case_name)}, {"model", offsetof(eq_run_meta, model)},
-    {"size", offsetof(eq_run_meta, size)},       {"transport", offsetof(eq_run_meta, transport)},
-    {"algorithm", offsetof(eq_run_meta, algorithm)}, {"backend", offsetof(eq_run_meta, backend)},
-    {"version", offsetof(eq_run_meta, version)}, {"grads", offsetof(eq_run_meta, grads)},
-    {"injected", offsetof(eq_run_meta, injected)}, {"source", offsetof(eq_run_meta, source)},
+    META_FIELD("case", case_name),      META_FIELD("model", model),     META_FIELD("size", size),
+    META_FIELD("transport", transport), META_FIELD("algorithm", algorithm), META_FIELD("backend", backend),
+    META_FIELD("version", version),     META_FIELD("grads", grads),     META_FIELD("injected", injected),
+    META_FIELD("source", source),       META_FIELD("gemm_kernel", kernel), META_FIELD("cpu", cpu),
 };
 #define N_ROOT_STRINGS (int)(sizeof root_strings / sizeof root_strings[0])
 /* Root attributes read apart from the table; any other is the run's environment. */
@@ -211,7 +211,7 @@ static eq_status read_root(hid_t file, const char *path, eq_run_meta *m, int *ha
     memset(m, 0, sizeof *m);
     for (int i = 0; i < N_ROOT_STRINGS; i++)
         EQ_TRY(read_optional(file, path, "the root group", root_strings[i].name, H5T_STRING, H5I_INVALID_HID,
-                             (char *)m + root_strings[i].offset, EQ_NAME_MAX, &found));
+                             (char *)m + root_strings[i].offset, root_strings[i].size, &found));
     EQ_TRY(read_optional(file, path, "the root group", "dtype", H5T_STRING, H5I_INVALID_HID, dtype_name,
                          sizeof dtype_name, has_dtype));
     if (*has_dtype && !parse_dtype(dtype_name, &m->dtype)) {

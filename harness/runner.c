@@ -38,6 +38,8 @@ static void fill_meta(const eq_run_spec *spec, eq_run_meta *m)
     snprintf(m->transport, sizeof m->transport, "%s", spec->step.transport->name);
     snprintf(m->algorithm, sizeof m->algorithm, "%s", eq_algo_name(spec->step.algo));
     snprintf(m->backend, sizeof m->backend, "%s", spec->step.backend->name);
+    if (spec->step.backend->describe != NULL) spec->step.backend->describe(m->kernel, sizeof m->kernel);
+    eq_cpu_model(m->cpu, sizeof m->cpu);
     m->seed = spec->step.seed;
     snprintf(m->version, sizeof m->version, "%s", EQUIV_VERSION);
     snprintf(m->grads, sizeof m->grads, "%s", eq_grad_convention_name(spec->step.grads));

@@ -63,4 +63,7 @@ eq_status eq_backend_find(const char *name, const eq_backend **out);
  * picks AVX-512 on a CPU without it. */
 void eq_cpu_prefer_avx512_openblas(char **argv);
 
+/* The CPU model ("AMD EPYC 9R14 96-Core Processor", from /proc/cpuinfo; "unknown" elsewhere). */
+const char *eq_cpu_model(char *buf, size_t len);
+
 #endif

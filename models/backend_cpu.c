@@ -159,6 +159,25 @@ static const char *cpu_describe(char *buf, size_t len)
     return buf;
 }
 
+const char *eq_cpu_model(char *buf, size_t len)
+{
+    char line[512];
+    snprintf(buf, len, "unknown");
+    FILE *fp = fopen("/proc/cpuinfo", "r");
+    if (fp == NULL) return buf;
+    while (fgets(line, sizeof line, fp) != NULL) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        const char *colon = strchr(line, ':');
+        if (colon == NULL) break;
+        colon++;
+        while (*colon == ' ' || *colon == '\t') colon++;
+        snprintf(buf, len, "%.*s", (int)strcspn(colon, "\n"), colon);
+        break;
+    }
+    fclose(fp);
+    return buf;
+}
+
 static eq_status cpu_gelu_forward(eq_dtype dt, int64_t n, void *out, const void *in)
 {
     eq_gelu_forward(dt, n, out, in);
