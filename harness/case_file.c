@@ -3,10 +3,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
-#include <ini.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "harness/input_file.h"
 
 eq_status eq_layout_parse(const char *text, eq_layout *out)
 {
@@ -25,12 +28,32 @@ const char *eq_layout_name(eq_layout l, char *buf, size_t len)
     return buf;
 }
 
-/* Parser state: the first error wins and stops the parse (a handler returning 0 makes inih
- * report that line). */
+/* [case] keys, as bits of parse_state.case_keys (each may be given once). */
+enum { CASE_MODEL = 1, CASE_SUMMARY = 2, CASE_DTYPES = 4, CASE_LAYOUTS = 8 };
+
+/* Parser state: the reader (harness/input_file.h) counts lines and keeps the first complaint,
+ * which stops the parse; a handler complains about the line it is called for. */
 typedef struct {
     eq_case *c;
-    char error[256];
+    eq_ini_reader r;
+    int case_keys; /* CASE_* bits seen */
 } parse_state;
+
+static void complain(parse_state *ps, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void complain(parse_state *ps, const char *fmt, ...)
+{
+    char text[sizeof ps->r.error];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    eq_ini_error(&ps->r, ps->r.line, "%s", text);
+}
 
 static char *trim(char *s)
 {
@@ -40,29 +63,42 @@ static char *trim(char *s)
     return s;
 }
 
-static int copy_key(char *dst, const char *src, parse_state *ps, const char *what)
+/* Copies a name or value whole into dst[cap], or complains: nothing read is ever cut. */
+static int copy_text(char *dst, size_t cap, const char *src, parse_state *ps, const char *what)
 {
-    if (strlen(src) >= EQ_CASE_KEY_MAX) {
-        snprintf(ps->error, sizeof ps->error, "%s '%.40s...' is too long", what, src);
+    size_t len = strlen(src);
+    if (len >= cap) {
+        complain(ps, "%s '%s' is longer than %zu characters", what, src, cap - 1);
         return 0;
     }
-    strcpy(dst, src);
+    memcpy(dst, src, len + 1);
     return 1;
 }
 
-/* Calls item(ps, token) for each comma-separated token of value. */
-static int for_each_item(parse_state *ps, const char *value, int (*item)(parse_state *, const char *))
+static int copy_key(char *dst, const char *src, parse_state *ps, const char *what)
 {
-    char list[512];
-    snprintf(list, sizeof list, "%s", value);
-    char *save = NULL;
-    int n = 0;
-    for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (!item(ps, trim(tok))) return 0;
-        n++;
+    return copy_text(dst, EQ_CASE_KEY_MAX, src, ps, what);
+}
+
+/* Calls item(ps, token) for each comma-separated token of value; an empty token is an error. */
+static int for_each_item(parse_state *ps, const char *key, const char *value,
+                         int (*item)(parse_state *, const char *))
+{
+    char list[INI_MAX_LINE + 1];
+    if (!copy_text(list, sizeof list, value, ps, key)) return 0;
+    char *tok = list;
+    for (;;) {
+        char *comma = strchr(tok, ',');
+        if (comma != NULL) *comma = '\0';
+        tok = trim(tok);
+        if (tok[0] == '\0') {
+            complain(ps, "%s = '%s' has an empty item", key, value);
+            return 0;
+        }
+        if (!item(ps, tok)) return 0;
+        if (comma == NULL) return 1;
+        tok = comma + 1;
     }
-    if (n == 0) snprintf(ps->error, sizeof ps->error, "empty list");
-    return n > 0;
 }
 
 static int add_dtype(parse_state *ps, const char *tok)
@@ -70,14 +106,16 @@ static int add_dtype(parse_state *ps, const char *tok)
     eq_dtype dt;
     if (eq_dtype_parse(tok, &dt) != EQ_OK) {
         eq_error_clear();
-        snprintf(ps->error, sizeof ps->error, "unknown dtype '%s'", tok);
+        complain(ps, "unknown dtype '%s' (known: fp32, bf16, fp64)", tok);
         return 0;
     }
-    if (ps->c->n_dtypes == EQ_DTYPE_COUNT) {
-        snprintf(ps->error, sizeof ps->error, "dtype '%s' listed twice", tok);
-        return 0;
+    for (int i = 0; i < ps->c->n_dtypes; i++) {
+        if (ps->c->dtypes[i] == dt) {
+            complain(ps, "dtype '%s' listed twice", tok);
+            return 0;
+        }
     }
-    ps->c->dtypes[ps->c->n_dtypes++] = dt;
+    ps->c->dtypes[ps->c->n_dtypes++] = dt; /* at most EQ_DTYPE_COUNT: no dtype twice */
     return 1;
 }
 
@@ -86,11 +124,17 @@ static int add_layout(parse_state *ps, const char *tok)
     eq_layout l;
     if (eq_layout_parse(tok, &l) != EQ_OK) {
         eq_error_clear();
-        snprintf(ps->error, sizeof ps->error, "bad layout '%s' (want dpD-tpT)", tok);
+        complain(ps, "bad layout '%s' (want dpD-tpT, D and T in 1..1024)", tok);
         return 0;
     }
+    for (int i = 0; i < ps->c->n_layouts; i++) {
+        if (ps->c->layouts[i].dp == l.dp && ps->c->layouts[i].tp == l.tp) {
+            complain(ps, "layout '%s' listed twice", tok);
+            return 0;
+        }
+    }
     if (ps->c->n_layouts == EQ_CASE_MAX_LAYOUTS) {
-        snprintf(ps->error, sizeof ps->error, "more than %d layouts", EQ_CASE_MAX_LAYOUTS);
+        complain(ps, "more than %d layouts", EQ_CASE_MAX_LAYOUTS);
         return 0;
     }
     ps->c->layouts[ps->c->n_layouts++] = l;
@@ -100,15 +144,26 @@ static int add_layout(parse_state *ps, const char *tok)
 static int parse_case_key(parse_state *ps, const char *name, const char *value)
 {
     eq_case *c = ps->c;
-    if (strcmp(name, "model") == 0) return copy_key(c->model, value, ps, "model");
-    if (strcmp(name, "summary") == 0) {
-        snprintf(c->summary, sizeof c->summary, "%s", value);
-        return 1;
+    const int key = strcmp(name, "model") == 0     ? CASE_MODEL
+                    : strcmp(name, "summary") == 0 ? CASE_SUMMARY
+                    : strcmp(name, "dtypes") == 0  ? CASE_DTYPES
+                    : strcmp(name, "layouts") == 0 ? CASE_LAYOUTS
+                                                   : 0;
+    if (key == 0) {
+        complain(ps, "unknown key '%s' in [case] (known: model, summary, dtypes, layouts)", name);
+        return 0;
     }
-    if (strcmp(name, "dtypes") == 0) return for_each_item(ps, value, add_dtype);
-    if (strcmp(name, "layouts") == 0) return for_each_item(ps, value, add_layout);
-    snprintf(ps->error, sizeof ps->error, "unknown key '%s' in [case]", name);
-    return 0;
+    if (ps->case_keys & key) {
+        complain(ps, "'%s' given twice in [case] (or continued by an indented line)", name);
+        return 0;
+    }
+    ps->case_keys |= key;
+    switch (key) {
+    case CASE_MODEL: return copy_key(c->model, value, ps, "model");
+    case CASE_SUMMARY: return copy_text(c->summary, sizeof c->summary, value, ps, "summary");
+    case CASE_DTYPES: return for_each_item(ps, name, value, add_dtype);
+    default: return for_each_item(ps, name, value, add_layout);
+    }
 }
 
 static int parse_size_key(parse_state *ps, const char *size_name, const char *name, const char *value)
@@ -119,23 +174,33 @@ static int parse_size_key(parse_state *ps, const char *size_name, const char *na
         if (strcmp(c->sizes[i].name, size_name) == 0) s = &c->sizes[i];
     if (s == NULL) {
         if (c->n_sizes == EQ_CASE_MAX_SIZES) {
-            snprintf(ps->error, sizeof ps->error, "more than %d sizes", EQ_CASE_MAX_SIZES);
+            complain(ps, "more than %d sizes", EQ_CASE_MAX_SIZES);
             return 0;
         }
         s = &c->sizes[c->n_sizes++];
         if (!copy_key(s->name, size_name, ps, "size name")) return 0;
     }
+    for (int i = 0; i < s->count; i++) {
+        if (strcmp(s->params[i].key, name) == 0) {
+            complain(ps, "'%s' given twice in [size.%s] (or continued by an indented line)", name, size_name);
+            return 0;
+        }
+    }
     if (s->count == EQ_CASE_MAX_PARAMS) {
-        snprintf(ps->error, sizeof ps->error, "more than %d parameters in [size.%s]", EQ_CASE_MAX_PARAMS,
-                 size_name);
+        complain(ps, "more than %d parameters in [size.%s]", EQ_CASE_MAX_PARAMS, size_name);
         return 0;
     }
-    char *end = NULL;
+    /* Digits only (strtoll would take a sign, spaces, and clamp an overflow to LLONG_MAX). */
+    size_t digits = strspn(value, "0123456789");
     errno = 0;
-    long long v = strtoll(value, &end, 10);
-    if (errno != 0 || end == value || *trim(end) != '\0' || v < 1) {
-        snprintf(ps->error, sizeof ps->error, "[size.%s] %s = '%s' is not a positive integer", size_name, name,
-                 value);
+    long long v = digits > 0 && value[digits] == '\0' ? strtoll(value, NULL, 10) : 0;
+    if (v == 0 && errno == 0) {
+        complain(ps, "[size.%s] %s = '%s' is not a positive integer", size_name, name, value);
+        return 0;
+    }
+    if (errno != 0 || v > EQ_CASE_SIZE_MAX) {
+        complain(ps, "[size.%s] %s = %s is out of range (1..%lld)", size_name, name, value,
+                 (long long)EQ_CASE_SIZE_MAX);
         return 0;
     }
     eq_size_param *p = &s->params[s->count];
@@ -153,25 +218,34 @@ static int parse_tolerance_key(parse_state *ps, const char *name, const char *va
     const char *role = name + strlen(dtype_name); /* "" or ".grad" */
     if (eq_dtype_parse(dtype_name, &dt) != EQ_OK || (role[0] != '\0' && strcmp(role, ".grad") != 0)) {
         eq_error_clear();
-        snprintf(ps->error, sizeof ps->error, "[tolerance] key '%s' is not a dtype or dtype.grad", name);
+        complain(ps, "[tolerance] key '%s' is not a dtype or dtype.grad", name);
         return 0;
     }
     char *slot = role[0] ? ps->c->grad_tolerance[dt] : ps->c->tolerance[dt];
-    return copy_key(slot, value, ps, "tolerance entry");
+    if (slot[0] != '\0') {
+        complain(ps, "'%s' given twice in [tolerance] (or continued by an indented line)", name);
+        return 0;
+    }
+    return copy_text(slot, EQ_CASE_KEY_MAX, value, ps, "tolerance entry");
 }
 
 static int parse_expect_key(parse_state *ps, const char *name, const char *value)
 {
     eq_case *c = ps->c;
+    for (int i = 0; i < c->n_expects; i++) {
+        if (strcmp(c->expects[i].key, name) == 0) {
+            complain(ps, "'%s' given twice in [expect] (or continued by an indented line)", name);
+            return 0;
+        }
+    }
     if (c->n_expects == EQ_CASE_MAX_EXPECT) {
-        snprintf(ps->error, sizeof ps->error, "more than %d expectations", EQ_CASE_MAX_EXPECT);
+        complain(ps, "more than %d expectations", EQ_CASE_MAX_EXPECT);
         return 0;
     }
     eq_case_expect *e = &c->expects[c->n_expects];
     if (eq_expect_parse(value, &e->expect) != EQ_OK) {
         eq_error_clear();
-        snprintf(ps->error, sizeof ps->error, "[expect] %s = '%s' (want bit_exact, within, differs, must_fail)",
-                 name, value);
+        complain(ps, "[expect] %s = '%s' (want bit_exact, within, differs, must_fail)", name, value);
         return 0;
     }
     if (!copy_key(e->key, name, ps, "expectation key")) return 0;
@@ -183,18 +257,23 @@ static int parse_tensor_expect_key(parse_state *ps, const char *grads, const cha
 {
     eq_case *c = ps->c;
     if (strcmp(grads, "avg") != 0 && strcmp(grads, "sum") != 0) {
-        snprintf(ps->error, sizeof ps->error, "unknown section [expect.%s] (want expect.avg or expect.sum)", grads);
+        complain(ps, "unknown section [expect.%s] (want expect.avg or expect.sum)", grads);
         return 0;
     }
+    for (int i = 0; i < c->n_tensor_expects; i++) {
+        if (strcmp(c->tensor_expects[i].grads, grads) == 0 && strcmp(c->tensor_expects[i].pattern, name) == 0) {
+            complain(ps, "'%s' given twice in [expect.%s] (or continued by an indented line)", name, grads);
+            return 0;
+        }
+    }
     if (c->n_tensor_expects == EQ_CASE_MAX_EXPECT) {
-        snprintf(ps->error, sizeof ps->error, "more than %d tensor expectations", EQ_CASE_MAX_EXPECT);
+        complain(ps, "more than %d tensor expectations", EQ_CASE_MAX_EXPECT);
         return 0;
     }
     eq_case_tensor_expect *e = &c->tensor_expects[c->n_tensor_expects];
     if (eq_expect_parse(value, &e->expect) != EQ_OK) {
         eq_error_clear();
-        snprintf(ps->error, sizeof ps->error, "[expect.%s] %s = '%s' (want bit_exact, within, differs, must_fail)",
-                 grads, name, value);
+        complain(ps, "[expect.%s] %s = '%s' (want bit_exact, within, differs, must_fail)", grads, name, value);
         return 0;
     }
     snprintf(e->grads, sizeof e->grads, "%s", grads);
@@ -206,34 +285,52 @@ static int parse_tensor_expect_key(parse_state *ps, const char *grads, const cha
 static int on_entry(void *user, const char *section, const char *name, const char *value)
 {
     parse_state *ps = user;
+    if (value[0] == '\0') {
+        complain(ps, "'%s' in [%s] has no value", name, section);
+        return 0;
+    }
     if (strncmp(section, "expect.", 7) == 0) return parse_tensor_expect_key(ps, section + 7, name, value);
     if (strcmp(section, "case") == 0) return parse_case_key(ps, name, value);
     if (strncmp(section, "size.", 5) == 0 && section[5] != '\0')
         return parse_size_key(ps, section + 5, name, value);
     if (strcmp(section, "tolerance") == 0) return parse_tolerance_key(ps, name, value);
     if (strcmp(section, "expect") == 0) return parse_expect_key(ps, name, value);
-    snprintf(ps->error, sizeof ps->error, "unknown section [%s]", section);
+    complain(ps, "unknown section [%s] (known: case, size.NAME, tolerance, expect, expect.avg, expect.sum)", section);
     return 0;
+}
+
+/* The case's name: the file name without ".ini" (every other dot kept, as eq_case_list lists it). */
+static size_t case_name_length(const char *base)
+{
+    size_t len = strlen(base);
+    return len > 4 && strcmp(base + len - 4, ".ini") == 0 ? len - 4 : len;
 }
 
 eq_status eq_case_load(const char *path, eq_case *out)
 {
+    eq_status st = EQ_OK;
     memset(out, 0, sizeof *out);
-    if (strlen(path) >= sizeof out->path) return EQ_FAIL(EQ_ERR_USAGE, "case path too long");
+    if (strlen(path) >= sizeof out->path)
+        return EQ_FAIL(EQ_ERR_USAGE, "case file path longer than %zu characters: %s", sizeof out->path - 1, path);
     strcpy(out->path, path);
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    snprintf(out->name, sizeof out->name, "%.*s", (int)strcspn(base, "."), base);
+    const size_t name_len = case_name_length(base);
+    if (name_len == 0 || name_len >= sizeof out->name)
+        return EQ_FAIL(EQ_ERR_INPUT, "case file %s: the case's name '%.*s' is empty or longer than %zu characters",
+                       path, (int)name_len, base, sizeof out->name - 1);
+    memcpy(out->name, base, name_len);
+    out->name[name_len] = '\0';
 
-    FILE *fp = fopen(path, "r");
-    if (fp == NULL) return EQ_FAIL(EQ_ERR_INPUT, "cannot read case file %s: %s", path, strerror(errno));
-    parse_state ps = {.c = out};
-    int line = ini_parse_file(fp, on_entry, &ps);
-    fclose(fp);
-    if (line != 0) {
-        if (ps.error[0] == '\0') snprintf(ps.error, sizeof ps.error, "syntax error");
-        return EQ_FAIL(EQ_ERR_INPUT, "case file %s:%d: %s", path, line, ps.error);
-    }
+    parse_state *ps = calloc(1, sizeof *ps);
+    if (ps == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read case file %s", path);
+    ps->c = out;
+    ps->r.what = "case file";
+    st = eq_ini_parse(path, &ps->r, on_entry, ps);
+    const int has_case = ps->case_keys != 0;
+    free(ps);
+    if (st != EQ_OK) return st;
+    if (!has_case) return EQ_FAIL(EQ_ERR_INPUT, "case file %s: no [case] section (an empty file?)", path);
     if (out->model[0] == '\0') return EQ_FAIL(EQ_ERR_INPUT, "case file %s: [case] has no model", path);
     if (out->n_dtypes == 0) return EQ_FAIL(EQ_ERR_INPUT, "case file %s: [case] has no dtypes", path);
     if (out->n_layouts == 0) return EQ_FAIL(EQ_ERR_INPUT, "case file %s: [case] has no layouts", path);
@@ -246,11 +343,15 @@ eq_status eq_case_load(const char *path, eq_case *out)
     return EQ_OK;
 }
 
-/* Appends ", item" (or "item" first) to list when it fits in cap bytes. */
+/* Appends ", item" (or "item" first) to list when it fits in cap bytes; else ", ..." once. */
 static void append_listed(char *list, size_t cap, const char *item)
 {
     size_t used = strlen(list), len = strlen(item);
-    if (used + len + 3 > cap) return;
+    if (used >= 5 && strcmp(list + used - 5, ", ...") == 0) return;
+    if (used + len + 3 > cap - 5) {
+        if (used + 6 <= cap) memcpy(list + used, ", ...", 6);
+        return;
+    }
     if (used > 0) {
         memcpy(list + used, ", ", 2);
         used += 2;
@@ -260,39 +361,88 @@ static void append_listed(char *list, size_t cap, const char *item)
 
 static int compare_names(const void *a, const void *b) { return strcmp(a, b); }
 
-eq_status eq_case_list(const char *dir, char names[][EQ_CASE_KEY_MAX], int max, int *count)
+/* Every <name>.ini in dir (not hidden), sorted, into *names (malloc'd, *count of them). A name too
+ * long to be a case is an error, never skipped. */
+static eq_status collect_cases(const char *dir, char (**names)[EQ_CASE_KEY_MAX], int *count)
 {
+    eq_status st = EQ_OK;
+    char (*list)[EQ_CASE_KEY_MAX] = NULL;
+    int n = 0, cap = 0;
+    *names = NULL;
     *count = 0;
     DIR *d = opendir(dir);
     if (d == NULL) return EQ_FAIL(EQ_ERR_INPUT, "cannot read the cases folder %s: %s", dir, strerror(errno));
     for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
         size_t len = strlen(e->d_name);
-        if (len <= 4 || len - 4 >= EQ_CASE_KEY_MAX || strcmp(e->d_name + len - 4, ".ini") != 0) continue;
-        if (e->d_name[0] == '.' || *count == max) continue;
-        snprintf(names[*count], EQ_CASE_KEY_MAX, "%.*s", (int)(len - 4), e->d_name);
-        (*count)++;
+        if (e->d_name[0] == '.' || len <= 4 || strcmp(e->d_name + len - 4, ".ini") != 0) continue;
+        if (len - 4 >= EQ_CASE_KEY_MAX) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "case file %s/%s: the case's name is longer than %d characters", dir,
+                         e->d_name, EQ_CASE_KEY_MAX - 1);
+            goto cleanup;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            void *grown = realloc(list, (size_t)cap * sizeof *list);
+            if (grown == NULL) {
+                st = EQ_FAIL(EQ_ERR_NOMEM, "no memory to list the cases in %s", dir);
+                goto cleanup;
+            }
+            list = grown;
+        }
+        memcpy(list[n], e->d_name, len - 4);
+        list[n++][len - 4] = '\0';
     }
+    if (n > 0) qsort(list, (size_t)n, sizeof *list, compare_names);
+    *names = list;
+    *count = n;
+    list = NULL;
+cleanup:
     closedir(d);
-    qsort(names, (size_t)*count, EQ_CASE_KEY_MAX, compare_names);
-    return EQ_OK;
+    free(list);
+    return st;
+}
+
+eq_status eq_case_list(const char *dir, char names[][EQ_CASE_KEY_MAX], int max, int *count)
+{
+    char (*all)[EQ_CASE_KEY_MAX] = NULL;
+    int n = 0;
+    *count = 0;
+    eq_status st = collect_cases(dir, &all, &n);
+    if (st == EQ_OK && n > max)
+        st = EQ_FAIL(EQ_ERR_INPUT, "%d case files in %s: more than the %d this command takes", n, dir, max);
+    if (st == EQ_OK) {
+        if (n > 0) memcpy(names, all, (size_t)n * sizeof *all);
+        *count = n;
+    }
+    free(all);
+    return st;
+}
+
+/* A name `equiv --case` can mean: a file name in the cases folder, nothing else (no path). */
+static int is_case_name(const char *name)
+{
+    size_t len = strlen(name);
+    return len > 0 && len < EQ_CASE_KEY_MAX && name[0] != '.' && strchr(name, '/') == NULL;
 }
 
 eq_status eq_case_load_named(const char *dir, const char *name, eq_case *out)
 {
-    char known[64][EQ_CASE_KEY_MAX];
-    int n = 0;
-    eq_status st = eq_case_list(dir, known, 64, &n);
-    if (st != EQ_OK) return st;
-    for (int i = 0; i < n; i++) {
-        if (strcmp(known[i], name) == 0) {
-            char path[1024];
-            snprintf(path, sizeof path, "%s/%s.ini", dir, name);
-            return eq_case_load(path, out);
-        }
+    char path[1024];
+    struct stat sb;
+    /* Looked up by name, not in a listing: any number of cases, in any directory order. */
+    if (is_case_name(name)) {
+        if ((size_t)snprintf(path, sizeof path, "%s/%s.ini", dir, name) >= sizeof path)
+            return EQ_FAIL(EQ_ERR_USAGE, "cases folder path too long: %s", dir);
+        if (stat(path, &sb) == 0 || errno != ENOENT) return eq_case_load(path, out);
     }
-    char list[512] = "";
+    char (*known)[EQ_CASE_KEY_MAX] = NULL;
+    int n = 0;
+    eq_status st = collect_cases(dir, &known, &n);
+    if (st != EQ_OK) return st;
+    char list[400] = "";
     for (int i = 0; i < n; i++) append_listed(list, sizeof list, known[i]);
-    return EQ_FAIL(EQ_ERR_USAGE, "unknown case '%s' (known: %s)", name, list);
+    free(known);
+    return EQ_FAIL(EQ_ERR_USAGE, "unknown case '%s' (known: %s)", name, n > 0 ? list : "none");
 }
 
 eq_status eq_case_find_size(const eq_case *c, const char *name, const eq_case_size **out)

@@ -38,6 +38,9 @@
 #define EQ_CASE_MAX_LAYOUTS 16
 #define EQ_CASE_MAX_EXPECT 16
 #define EQ_CASE_KEY_MAX 48
+/* The largest value a [size.NAME] key may have. Each model also checks that the tensors its sizes
+ * make fit (models/models.h: eq_check_footprint) before anything is allocated. */
+#define EQ_CASE_SIZE_MAX INT64_C(2147483647)
 
 typedef struct {
     int dp, tp;
@@ -90,13 +93,18 @@ typedef struct {
 } eq_case;
 
 /* Parses a case file. Malformed files (syntax error, unknown section or key, a missing required
- * key, a bad number, dtype, layout or expectation) are EQ_ERR_INPUT naming the file and line. */
+ * key, a bad number, dtype, layout or expectation) are EQ_ERR_INPUT naming the file and line, as
+ * are what would otherwise pass silently: a key, section, dtype or layout given twice, an empty
+ * value or list item, a name or value too long to keep whole, a size out of 1..EQ_CASE_SIZE_MAX.
+ * The file must be a regular file of at most 1 MiB (harness/input_file.h). */
 eq_status eq_case_load(const char *path, eq_case *out);
 
-/* Loads <dir>/<name>.ini; an unknown case is EQ_ERR_USAGE listing the known ones. */
+/* Loads <dir>/<name>.ini (name: a file name, no '/'); an unknown case is EQ_ERR_USAGE listing the
+ * known ones. Any number of cases may be in dir. */
 eq_status eq_case_load_named(const char *dir, const char *name, eq_case *out);
 
-/* Names of the cases in dir (sorted): fills names[max][EQ_CASE_KEY_MAX], returns the count. */
+/* Names of the cases in dir (sorted): fills names[max][EQ_CASE_KEY_MAX], returns the count. More
+ * than max cases, or a case file whose name is too long, is EQ_ERR_INPUT (none is left out). */
 eq_status eq_case_list(const char *dir, char names[][EQ_CASE_KEY_MAX], int max, int *count);
 
 /* The size section `name`; EQ_ERR_USAGE if the case has none of that name. */

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "equiv_config.h"
@@ -36,6 +37,46 @@ static void expect_malformed(const char *name, const char *text, const char *par
 #define GOOD_HEAD "[case]\nmodel = row_parallel\ndtypes = bf16, fp32\nlayouts = dp1-tp1, dp1-tp4\n"
 #define GOOD_SIZE "[size.ci]\nseq = 4\nbatch = 2\nin_features = 8\nout_features = 4\n"
 #define GOOD_TOL "[tolerance]\nbf16 = bf16_28_layers\nfp32 = fp32_1_layer\n"
+
+/* Any number of cases: each loads by name whatever the directory order, and a listing that
+ * cannot hold them all says so instead of leaving some out. */
+static void test_many_cases(void)
+{
+    char dir[300], name[32], path[400];
+    snprintf(dir, sizeof dir, "%s/many", temp_dir);
+    EQ_EXPECT(mkdir(dir, 0700) == 0, "cannot make %s", dir);
+    enum { N = 70 };
+    for (int i = 0; i < N; i++) {
+        snprintf(path, sizeof path, "%s/case_%02d.ini", dir, i);
+        FILE *fp = fopen(path, "w");
+        if (fp == NULL) continue;
+        fputs(GOOD_HEAD GOOD_SIZE GOOD_TOL, fp);
+        fclose(fp);
+    }
+    eq_case c;
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "case_%02d", i);
+        EQ_EXPECT_OK(eq_case_load_named(dir, name, &c));
+    }
+    char (*names)[EQ_CASE_KEY_MAX] = calloc(N, sizeof *names);
+    int n = 0;
+    EQ_EXPECT(eq_case_list(dir, names, 64, &n) == EQ_ERR_INPUT && strstr(eq_error_message(), "70 case files"),
+              "70 cases listed into 64: %s", eq_error_message());
+    eq_error_clear();
+    EQ_EXPECT_OK(eq_case_list(dir, names, N, &n));
+    EQ_EXPECT(n == N && strcmp(names[0], "case_00") == 0 && strcmp(names[N - 1], "case_69") == 0,
+              "%d cases listed, first %s", n, names[0]);
+    free(names);
+    /* A name is a file name in the folder: no path, nothing hidden. */
+    const char *not_names[] = {"../many/case_01", "", ".hidden", "case_01/x"};
+    for (size_t i = 0; i < sizeof not_names / sizeof not_names[0]; i++) {
+        EQ_EXPECT(eq_case_load_named(dir, not_names[i], &c) == EQ_ERR_USAGE &&
+                      strstr(eq_error_message(), "unknown case"),
+                  "'%s': %s", not_names[i], eq_error_message());
+        EQ_EXPECT(strstr(eq_error_message(), ", ...") != NULL, "a long list not cut with ...: %s", eq_error_message());
+        eq_error_clear();
+    }
+}
 
 int main(void)
 {
@@ -119,6 +160,86 @@ int main(void)
     expect_malformed("no_model", "[case]\ndtypes = bf16\nlayouts = dp1-tp1\n" GOOD_SIZE GOOD_TOL, "no model");
     expect_malformed("no_tolerance", GOOD_HEAD GOOD_SIZE "[tolerance]\nbf16 = x\n", "no entry for fp32");
     expect_malformed("no_size", GOOD_HEAD GOOD_TOL, "no [size");
+    /* What used to pass silently: every duplicate, an empty value or item, a value out of range. */
+    expect_malformed("dtype_twice", "[case]\nmodel = m\ndtypes = bf16, bf16, bf16\n", ":3: dtype 'bf16' listed twice");
+    expect_malformed("layout_twice", "[case]\nmodel = m\ndtypes = bf16\nlayouts = dp1-tp2,dp1-tp1, dp1-tp2\n",
+                     ":4: layout 'dp1-tp2' listed twice");
+    expect_malformed("size_key_twice", GOOD_HEAD "[size.ci]\nseq = 4\nbatch = 2\nseq = 8\n" GOOD_TOL,
+                     ":8: 'seq' given twice in [size.ci]");
+    expect_malformed("case_key_twice", GOOD_HEAD "model = spd\n" GOOD_SIZE GOOD_TOL, ":5: 'model' given twice");
+    expect_malformed("tolerance_key_twice", GOOD_HEAD GOOD_SIZE GOOD_TOL "bf16 = other\n", "'bf16' given twice");
+    expect_malformed("expect_key_twice", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect]\ndefault = within\ndefault = differs\n",
+                     "'default' given twice in [expect]");
+    expect_malformed("tensor_expect_twice", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.avg]\nloss = differs\nloss = within\n",
+                     "'loss' given twice in [expect.avg]");
+    expect_malformed("continued", GOOD_HEAD GOOD_SIZE "[tolerance]\nbf16 = bf16_28_layers\n  fp32 = x\n",
+                     "'bf16' given twice");
+    expect_malformed("section_twice", GOOD_HEAD GOOD_SIZE GOOD_TOL "[size.ci]\nseq = 8\n",
+                     ":13: section [size.ci] appears twice (first at line 5)");
+    expect_malformed("case_twice", GOOD_HEAD GOOD_SIZE GOOD_TOL "[case]\nsummary = s\n", "section [case] appears twice");
+    expect_malformed("size_too_big", GOOD_HEAD "[size.ci]\nseq = 4294967296\n" GOOD_TOL,
+                     "seq = 4294967296 is out of range (1..2147483647)");
+    expect_malformed("size_huge", GOOD_HEAD "[size.ci]\nseq = 99999999999999999999999\n" GOOD_TOL, "out of range");
+    expect_malformed("size_negative", GOOD_HEAD "[size.ci]\nseq = -4\n" GOOD_TOL, "not a positive integer");
+    expect_malformed("size_sign", GOOD_HEAD "[size.ci]\nseq = +4\n" GOOD_TOL, "not a positive integer");
+    expect_malformed("empty_value", "[case]\nmodel =\n", ":2: 'model' in [case] has no value");
+    expect_malformed("empty_item", "[case]\nmodel = m\ndtypes = bf16,,fp32\n", "has an empty item");
+    expect_malformed("trailing_comma", "[case]\nmodel = m\ndtypes = bf16,\n", "has an empty item");
+    expect_malformed("outside", "model = m\n" GOOD_HEAD, ":1: 'model' is outside any [section]");
+    expect_malformed("empty_section", GOOD_HEAD "[size.docs]\n" GOOD_SIZE GOOD_TOL, ":5: [size.docs] has no keys");
+    expect_malformed("no_case", GOOD_SIZE GOOD_TOL, "no [case] section");
+    expect_malformed("empty", "", "no [case] section");
+    expect_malformed("comments_only", "# nothing\n; here\n", "no [case] section");
+
+    /* Names are kept whole or refused, never cut: inih keeps 49 characters of a section name. */
+    expect_malformed("long_section", GOOD_HEAD GOOD_SIZE GOOD_TOL
+                     "[size.a_size_name_long_enough_to_be_cut_by_inih_at_49]\nseq = 1\n",
+                     ":13: section name 'size.a_size_name_long_enough_to_be_cut_by_inih_at_49' is longer than 49");
+    expect_malformed("long_key", GOOD_HEAD "[size.ci]\na_size_key_long_enough_to_be_cut_by_inih_at_49_chars = 1\n",
+                     "is longer than 49 characters");
+    expect_malformed("long_model", "[case]\nmodel = a_model_name_longer_than_the_forty_seven_kept_characters\n",
+                     "model 'a_model_name_longer_than_the_forty_seven_kept_characters' is longer than 47");
+    expect_malformed("long_tolerance_entry", GOOD_HEAD GOOD_SIZE
+                     "[tolerance]\nbf16 = an_entry_name_longer_than_the_forty_seven_kept_chars\n",
+                     "is longer than 47");
+
+    /* The message names the first bad line with that line's own text, not a later one's. */
+    expect_malformed("two_errors", GOOD_HEAD "colour = red\n[size.ci]\nseq = x\n", ":5: unknown key 'colour'");
+    expect_malformed("error_then_syntax", GOOD_HEAD "colour = red\nnot a key\n", ":5: unknown key 'colour'");
+    expect_malformed("syntax_then_error", GOOD_HEAD "not a key\ncolour = red\n", ":5: syntax error");
+
+    /* Files that are not case files: refused at once, never read. */
+    const char *not_files[] = {"/dev/zero", temp_dir};
+    const char *why[] = {"not a regular file", "is a directory"};
+    for (int i = 0; i < 2; i++) {
+        EQ_EXPECT(eq_case_load(not_files[i], &c) == EQ_ERR_INPUT && strstr(eq_error_message(), why[i]) &&
+                      strstr(eq_error_message(), "case file"),
+                  "%s: %s", not_files[i], eq_error_message());
+        eq_error_clear();
+    }
+    {
+        static const char binary[] = "[case]\nmodel = m\0\x01\x02\n";
+        char path[600];
+        snprintf(path, sizeof path, "%s/binary.ini", temp_dir);
+        FILE *fp = fopen(path, "wb");
+        if (fp != NULL) {
+            fwrite(binary, 1, sizeof binary - 1, fp);
+            fclose(fp);
+        }
+        EQ_EXPECT(eq_case_load(path, &c) == EQ_ERR_INPUT && strstr(eq_error_message(), ":2: a NUL byte"),
+                  "binary: %s", eq_error_message());
+        eq_error_clear();
+        unlink(path);
+    }
+
+    /* The case's name is the file name without .ini, whole. */
+    EQ_EXPECT_OK(eq_case_load(write_case("with.dots", GOOD_HEAD GOOD_SIZE GOOD_TOL), &c));
+    EQ_EXPECT(strcmp(c.name, "with.dots") == 0, "with.dots.ini named '%s'", c.name);
+    unlink(write_case("with.dots", ""));
+    expect_malformed("a_case_file_name_longer_than_forty_seven_characters", GOOD_HEAD GOOD_SIZE GOOD_TOL,
+                     "longer than 47 characters");
+    unlink(write_case("a_case_file_name_longer_than_forty_seven_characters", ""));
+
     eq_status st = eq_case_load("/nonexistent/case.ini", &c);
     EQ_EXPECT(st == EQ_ERR_INPUT && strstr(eq_error_message(), "/nonexistent/case.ini"), "missing file: %s",
               eq_error_message());
@@ -133,6 +254,8 @@ int main(void)
         EQ_EXPECT(eq_layout_parse(bad_layouts[i], &l) == EQ_ERR_USAGE, "'%s' accepted", bad_layouts[i]);
         eq_error_clear();
     }
+
+    test_many_cases();
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", temp_dir);

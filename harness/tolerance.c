@@ -1,18 +1,19 @@
 /* Tolerance tables (golden/tolerances.ini) read with inih, and the expectation logic.
  *
- * inih reports only the line of the first error it meets, so the file is fed to it through a
- * reader that counts lines: the handler then knows the line it is on, and every complaint names
- * FILE:LINE. The reader also sees section headings, which inih does not pass on, so a heading
- * with no keys under it is caught as well. */
+ * inih reports only the line of the first error it meets, so the file is fed to it through the
+ * line reader of harness/input_file.h: the handler then knows the line it is on, every complaint
+ * names FILE:LINE, and what inih does not pass on or would cut (a heading with no keys under it,
+ * a heading given twice, a name longer than inih keeps) is caught as well. */
 #include "harness/tolerance.h"
 
 #include <errno.h>
-#include <ini.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "harness/input_file.h"
 
 /* Keys every entry must hold, as bits of tol_entry_state.keys_seen. */
 enum { KEY_ATOL = 1, KEY_RTOL = 2, KEY_SOURCE = 4, KEY_ALL = 7, KEY_SCALE = 8 /* optional */ };
@@ -23,17 +24,11 @@ typedef struct {
 } tol_entry_state;
 
 typedef struct {
-    FILE *file;
-    int line;                 /* line the reader handed to inih last (1-based) */
-    int last_header_line;     /* most recent "[...]" line, 0 before any */
-    char last_header[EQ_TOL_NAME_MAX + 8]; /* its text, "[name]" */
-    int keys_since_header;    /* name = value lines handled since that heading */
+    eq_ini_reader r;          /* the line inih is on, the last heading's, the first complaint */
     int header_of_current;    /* heading line of the entry being filled, 0 if none */
     int current;              /* its index in table, -1 if the heading was rejected */
     eq_tolerance_table *table;
     tol_entry_state state[EQ_TOL_MAX_ENTRIES];
-    int error_line;           /* first complaint: its line (0 if none) and text */
-    char error[256];
 } tol_parse;
 
 static void note_error(tol_parse *p, int line, const char *fmt, ...)
@@ -42,44 +37,15 @@ static void note_error(tol_parse *p, int line, const char *fmt, ...)
 #endif
     ;
 
-/* Keeps the earliest complaint: inih reports the earliest error line too. */
+/* The first complaint is kept and ends the parse (the reader stops there). */
 static void note_error(tol_parse *p, int line, const char *fmt, ...)
 {
-    if (p->error_line != 0 && p->error_line <= line) return;
+    char text[sizeof p->r.error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(p->error, sizeof p->error, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    p->error_line = line;
-}
-
-/* fgets with a line count; also notes headings, and headings left without keys. */
-static char *counting_reader(char *str, int num, void *stream)
-{
-    tol_parse *p = stream;
-    char *got = fgets(str, num, p->file);
-    int empty_section = p->last_header_line != 0 && p->keys_since_header == 0;
-    if (got == NULL) {
-        if (empty_section)
-            note_error(p, p->last_header_line, "%s has no atol, rtol or source", p->last_header);
-        return NULL;
-    }
-    p->line++;
-    size_t len = strlen(got);
-    if (len + 1 == (size_t)num && got[len - 1] != '\n' && !feof(p->file))
-        note_error(p, p->line, "line longer than %d characters", num - 3);
-    const char *text = got;
-    if (p->line == 1 && strncmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3; /* UTF-8 BOM */
-    while (*text == ' ' || *text == '\t') text++;
-    if (*text == '[') {
-        if (empty_section)
-            note_error(p, p->last_header_line, "%s has no atol, rtol or source", p->last_header);
-        p->last_header_line = p->line;
-        p->keys_since_header = 0;
-        size_t heading_len = strcspn(text, "]\r\n");
-        snprintf(p->last_header, sizeof p->last_header, "%.*s]", (int)heading_len, text);
-    }
-    return got;
+    eq_ini_error(&p->r, line, "%s", text);
 }
 
 /* Parses a whole value as a finite number >= 0. */
@@ -97,29 +63,23 @@ static int parse_nonnegative(const char *value, double *out)
 static eq_tolerance *entry_for(tol_parse *p, const char *section)
 {
     eq_tolerance_table *t = p->table;
-    if (p->header_of_current == p->last_header_line) return p->current < 0 ? NULL : &t->entries[p->current];
-    p->header_of_current = p->last_header_line;
+    if (p->header_of_current == p->r.heading_line) return p->current < 0 ? NULL : &t->entries[p->current];
+    p->header_of_current = p->r.heading_line;
     p->current = -1;
-    for (int i = 0; i < t->count; i++) {
-        if (strcmp(t->entries[i].name, section) == 0) {
-            note_error(p, p->line, "section [%s] appears twice (first at line %d)", section,
-                       p->state[i].header_line);
-            return NULL;
-        }
-    }
+    /* (a heading given twice, or one longer than inih keeps, the reader has refused already) */
     if (t->count == EQ_TOL_MAX_ENTRIES) {
-        note_error(p, p->line, "more than %d entries", EQ_TOL_MAX_ENTRIES);
+        note_error(p, p->r.line, "more than %d entries", EQ_TOL_MAX_ENTRIES);
         return NULL;
     }
     if (section[0] == '\0' || strlen(section) >= EQ_TOL_NAME_MAX) {
-        note_error(p, p->line, "section name '%s' is empty or longer than %d characters", section,
+        note_error(p, p->r.line, "section name '%s' is empty or longer than %d characters", section,
                    EQ_TOL_NAME_MAX - 1);
         return NULL;
     }
     eq_tolerance *e = &t->entries[t->count];
     memset(e, 0, sizeof *e);
-    snprintf(e->name, sizeof e->name, "%s", section);
-    p->state[t->count].header_line = p->last_header_line;
+    memcpy(e->name, section, strlen(section) + 1);
+    p->state[t->count].header_line = p->r.heading_line;
     p->state[t->count].keys_seen = 0;
     p->current = t->count++;
     return e;
@@ -129,9 +89,8 @@ static eq_tolerance *entry_for(tol_parse *p, const char *section)
 static int handle_key(void *user, const char *section, const char *name, const char *value)
 {
     tol_parse *p = user;
-    p->keys_since_header++;
-    if (p->last_header_line == 0) {
-        note_error(p, p->line, "'%s' is outside any [section]", name);
+    if (p->r.heading_line == 0) {
+        note_error(p, p->r.line, "'%s' is outside any [section]", name);
         return 0;
     }
     eq_tolerance *e = entry_for(p, section);
@@ -143,36 +102,36 @@ static int handle_key(void *user, const char *section, const char *name, const c
               : strcmp(name, "scale") == 0  ? KEY_SCALE
                                             : 0;
     if (key == 0) {
-        note_error(p, p->line, "unknown key '%s' in [%s] (known: atol, rtol, source, scale)", name, section);
+        note_error(p, p->r.line, "unknown key '%s' in [%s] (known: atol, rtol, source, scale)", name, section);
         return 0;
     }
     if (s->keys_seen & key) { /* also what an indented continuation line looks like to inih */
-        note_error(p, p->line, "'%s' given twice in [%s] (or continued by an indented line)",
+        note_error(p, p->r.line, "'%s' given twice in [%s] (or continued by an indented line)",
                    name, section);
         return 0;
     }
     s->keys_seen |= key;
     if (key == KEY_SOURCE) {
         if (value[0] == '\0' || strlen(value) >= EQ_TOL_SOURCE_MAX) {
-            note_error(p, p->line, "source in [%s] is empty or longer than %d characters", section,
+            note_error(p, p->r.line, "source in [%s] is empty or longer than %d characters", section,
                        EQ_TOL_SOURCE_MAX - 1);
             return 0;
         }
-        snprintf(e->source, sizeof e->source, "%s", value);
+        memcpy(e->source, value, strlen(value) + 1);
         return 1;
     }
     if (key == KEY_SCALE) {
         if (strcmp(value, "absolute") == 0) e->atol_scale = EQ_ATOL_ABSOLUTE;
         else if (strcmp(value, "ref_rms") == 0) e->atol_scale = EQ_ATOL_REF_RMS;
         else {
-            note_error(p, p->line, "scale = '%s' in [%s] (want absolute or ref_rms)", value, section);
+            note_error(p, p->r.line, "scale = '%s' in [%s] (want absolute or ref_rms)", value, section);
             return 0;
         }
         return 1;
     }
     double number;
     if (!parse_nonnegative(value, &number)) {
-        note_error(p, p->line, "%s = '%s' in [%s] is not a finite number >= 0", name, value, section);
+        note_error(p, p->r.line, "%s = '%s' in [%s] is not a finite number >= 0", name, value, section);
         return 0;
     }
     if (key == KEY_ATOL) e->atol = number;
@@ -187,32 +146,17 @@ eq_status eq_tolerance_load(const char *path, eq_tolerance_table *out)
     tol_parse *p = calloc(1, sizeof *p);
     if (p == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate the tolerance parser");
     p->table = out;
-    p->file = fopen(path, "r");
-    if (p->file == NULL) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "tolerance file %s: cannot open: %s", path, strerror(errno));
-        goto cleanup;
-    }
-    int bad_line = ini_parse_stream(counting_reader, p, handle_key, p);
-    if (ferror(p->file)) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "tolerance file %s: read error", path);
-        goto cleanup;
-    }
-    if (bad_line < 0) {
-        st = EQ_FAIL(EQ_ERR_NOMEM, "tolerance file %s: inih could not allocate", path);
-        goto cleanup;
-    }
-    /* inih's own complaints (a line that is neither [section] nor name = value) carry no text. */
-    if (bad_line > 0 && (p->error_line == 0 || bad_line < p->error_line)) {
-        note_error(p, bad_line, "syntax error: expected [section], name = value, or a comment");
-    }
-    for (int i = 0; i < out->count && p->error_line == 0; i++) {
+    p->r.what = "tolerance file";
+    p->r.empty_section = "has no atol, rtol or source";
+    EQ_TRY(eq_ini_parse(path, &p->r, handle_key, p));
+    for (int i = 0; i < out->count && p->r.error_line == 0; i++) {
         int missing = KEY_ALL & ~p->state[i].keys_seen;
         if (missing == 0) continue;
         note_error(p, p->state[i].header_line, "[%s] has no %s", out->entries[i].name,
                    (missing & KEY_ATOL) ? "atol" : (missing & KEY_RTOL) ? "rtol" : "source");
     }
-    if (p->error_line != 0) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "tolerance file %s:%d: %s", path, p->error_line, p->error);
+    if (p->r.error_line != 0) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "tolerance file %s:%d: %s", path, p->r.error_line, p->r.error);
         goto cleanup;
     }
     if (out->count == 0) {
@@ -220,7 +164,6 @@ eq_status eq_tolerance_load(const char *path, eq_tolerance_table *out)
         goto cleanup;
     }
 cleanup:
-    if (p->file != NULL) fclose(p->file);
     free(p);
     if (st != EQ_OK) memset(out, 0, sizeof *out);
     return st;

@@ -113,12 +113,60 @@ static void test_malformed(void)
     expect_refused("syntax.ini", "[a]\natol = 0\nrtol 0\nsource = s\n", 3, "syntax error");
     expect_refused("bad_heading.ini", "[a\natol = 0\nrtol = 0\nsource = s\n", 1, "syntax error");
     expect_refused("duplicate_section.ini",
-                   "[a]\natol = 0\nrtol = 0\nsource = s\n[a]\natol = 1\nrtol = 1\nsource = t\n", 6,
+                   "[a]\natol = 0\nrtol = 0\nsource = s\n[a]\natol = 1\nrtol = 1\nsource = t\n", 5,
                    "appears twice (first at line 1)");
     expect_refused("duplicate_key.ini", "[a]\natol = 0\natol = 1\nrtol = 0\nsource = s\n", 3, "twice");
     expect_refused("outside.ini", "atol = 0\n[a]\natol = 0\nrtol = 0\nsource = s\n", 1, "outside");
     expect_refused("empty_section.ini", "[a]\n\n[b]\natol = 0\nrtol = 0\nsource = s\n", 1, "no atol");
     expect_refused("empty_last.ini", "[b]\natol = 0\nrtol = 0\nsource = s\n[c]\n", 5, "no atol");
+
+    /* What inih would do silently is refused: names it would cut (so that two long names would
+     * meet as one), a line it would split, a value continued on an indented line. */
+    const char *long49 = "an_entry_name_of_exactly_forty_nine_characters_xy";
+    char text[600], heading[600];
+    snprintf(text, sizeof text, "[%s]\natol = 0\nrtol = 0\nsource = s\n", long49);
+    EQ_EXPECT_OK(eq_tolerance_load(write_temp("name49.ini", text, path, sizeof path), &table));
+    EQ_EXPECT(table.count == 1 && strcmp(table.entries[0].name, long49) == 0, "a 49-character name read as '%s'",
+              table.entries[0].name);
+    unlink(path);
+    snprintf(heading, sizeof heading, "%s_one", long49);
+    snprintf(text, sizeof text, "[%s_one]\natol = 0\nrtol = 0\nsource = s\n[%s_two]\natol = 0\nrtol = 0\nsource = s\n",
+             long49, long49);
+    expect_refused("long_names.ini", text, 1, heading);
+    expect_refused("long_names.ini", text, 1, "longer than 49 characters");
+    snprintf(text, sizeof text, "[a]\natol = 0\nrtol = 0\nsource = s\n%s_key = 1\n", long49);
+    expect_refused("long_key.ini", text, 5, "longer than 49 characters");
+    char long_line[400];
+    memset(long_line, 'x', 300);
+    long_line[300] = '\0';
+    snprintf(text, sizeof text, "[a]\natol = 0\nrtol = 0\nsource = %s\n", long_line);
+    expect_refused("long_line.ini", text, 4, "line longer than");
+    expect_refused("continued.ini", "[a]\natol = 0\n  1\nrtol = 0\nsource = s\n", 3, "twice");
+    expect_refused("colon.ini", "[a]\natol: 0\natol = 1\nrtol = 0\nsource = s\n", 3, "twice");
+    expect_refused("no_name.ini", "[a]\n= 0\nrtol = 0\nsource = s\n", 2, "no name");
+
+    /* A binary file, a NUL byte in text. */
+    snprintf(path, sizeof path, "%s/nul.ini", temp_dir);
+    FILE *f = fopen(path, "wb");
+    if (f != NULL) {
+        static const char with_nul[] = "[a]\natol = 0\0\nrtol = 0\nsource = s\n";
+        fwrite(with_nul, 1, sizeof with_nul - 1, f);
+        fclose(f);
+    }
+    EQ_EXPECT(eq_tolerance_load(path, &table) == EQ_ERR_INPUT && strstr(eq_error_message(), ":2: a NUL byte"),
+              "a NUL byte: %s", eq_error_message());
+    eq_error_clear();
+    unlink(path);
+
+    /* Not a regular file: refused at once, never read (/dev/zero would be read forever). */
+    const char *not_files[] = {"/dev/zero", "/dev/null", temp_dir};
+    const char *why[] = {"not a regular file", "not a regular file", "is a directory"};
+    for (int i = 0; i < 3; i++) {
+        EQ_EXPECT(eq_tolerance_load(not_files[i], &table) == EQ_ERR_INPUT && strstr(eq_error_message(), why[i]) &&
+                      strstr(eq_error_message(), not_files[i]),
+                  "%s: %s", not_files[i], eq_error_message());
+        eq_error_clear();
+    }
 
     char empty_path[256];
     write_temp("empty.ini", "# nothing here\n", empty_path, sizeof empty_path);
