@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/input_file.h"
 #include "reports/report.h"
 #include "reports/report_diff.h"
 
@@ -79,41 +80,79 @@ static double metric(const json_t *result, const char *key)
     return v;
 }
 
-/* The fields the diff reads, checked once so that the rest can take them as given: the first
- * one missing or of the wrong type in a comparison, NULL if none. */
-static const char *missing_field(const json_t *cmp)
+/* An integer field in lo..hi. */
+static int is_integer_in(const json_t *value, long long lo, long long hi)
+{
+    return json_is_integer(value) && json_integer_value(value) >= lo && json_integer_value(value) <= hi;
+}
+
+/* A |d| metric: a number >= 0 (Infinity too: a difference of two fp64 values may overflow), never
+ * NaN or negative. 1, or 0 with what is wrong in why. */
+static int check_abs_metric(const json_t *result, const char *key, char *why, size_t len)
+{
+    const json_t *value = json_object_get(json_object_get(result, "metrics"), key);
+    double v;
+    if (!read_number(value, &v)) snprintf(why, len, "lacks \"metrics.%s\" or has the wrong type there", key);
+    else if (isnan(v)) snprintf(why, len, "metrics.%s is NaN (a |d| is a number >= 0)", key);
+    else if (v < 0.0) snprintf(why, len, "metrics.%s is %g, negative (a |d| is >= 0)", key, v);
+    else return 1;
+    return 0;
+}
+
+/* The fields the diff reads, checked once so that the rest can take them as given: 1 when cmp
+ * holds every one with a sound value, else 0 and what is wrong in why ("result 3: ..."). */
+static int check_comparison(const json_t *cmp, char *why, size_t len)
 {
     static const char *const run_keys[] = {"case", "dtype", "algorithm", "grads", "size"};
     static const char *const result_keys[] = {"path", "name", "observed", "diagnosis"};
+    static const char *const observed[] = {"bit-exact", "within", "OUTSIDE", "NON-FINITE"};
     const json_t *test = json_object_get(cmp, "test"), *results = json_object_get(cmp, "results");
     json_t *r;
-    double v;
     size_t i;
+    char what[200];
+    if (!json_is_object(cmp)) return snprintf(why, len, "is not an object"), 0;
     for (size_t k = 0; k < sizeof run_keys / sizeof run_keys[0]; k++)
-        if (!json_is_string(json_object_get(test, run_keys[k]))) return run_keys[k];
-    if (!json_is_integer(json_object_get(test, "dp")) || !json_is_integer(json_object_get(test, "tp"))) return "dp/tp";
-    if (!json_is_array(results)) return "results";
+        if (!json_is_string(json_object_get(test, run_keys[k])))
+            return snprintf(why, len, "lacks \"test.%s\" or has the wrong type there", run_keys[k]), 0;
+    for (int k = 0; k < 2; k++)
+        if (!is_integer_in(json_object_get(test, k ? "tp" : "dp"), 1, 1 << 20))
+            return snprintf(why, len, "test.%s is not an integer in 1..%d", k ? "tp" : "dp", 1 << 20), 0;
+    if (!json_is_array(results)) return snprintf(why, len, "lacks \"results\" or has the wrong type there"), 0;
     json_array_foreach(results, i, r) {
-        for (size_t k = 0; k < sizeof result_keys / sizeof result_keys[0]; k++)
-            if (!json_is_string(json_object_get(r, result_keys[k]))) return result_keys[k];
-        if (!json_is_integer(json_object_get(r, "layer"))) return "layer";
-        if (!json_is_boolean(json_object_get(r, "as_expected"))) return "as_expected";
-        if (!read_number(json_object_get(json_object_get(r, "metrics"), "max_abs"), &v)) return "metrics.max_abs";
-        if (!read_number(json_object_get(json_object_get(r, "metrics"), "mean_abs"), &v)) return "metrics.mean_abs";
+        int ok = json_is_object(r);
+        if (!ok) snprintf(what, sizeof what, "is not an object");
+        for (size_t k = 0; ok && k < sizeof result_keys / sizeof result_keys[0]; k++)
+            if (!json_is_string(json_object_get(r, result_keys[k])))
+                ok = 0, snprintf(what, sizeof what, "lacks \"%s\" or has the wrong type there", result_keys[k]);
+        if (ok && !is_integer_in(json_object_get(r, "layer"), 0, 9999))
+            ok = 0, snprintf(what, sizeof what, "layer is not an integer in 0..9999");
+        if (ok && !json_is_boolean(json_object_get(r, "as_expected")))
+            ok = 0, snprintf(what, sizeof what, "lacks \"as_expected\" or has the wrong type there");
+        if (ok) {
+            size_t k = 0;
+            while (k < sizeof observed / sizeof observed[0] && strcmp(text(r, "observed"), observed[k]) != 0) k++;
+            if (k == sizeof observed / sizeof observed[0])
+                ok = 0, snprintf(what, sizeof what, "observed '%.40s' is not bit-exact, within, OUTSIDE or NON-FINITE",
+                                 text(r, "observed"));
+        }
+        if (ok) ok = check_abs_metric(r, "max_abs", what, sizeof what) && check_abs_metric(r, "mean_abs", what, sizeof what);
+        if (!ok) return snprintf(why, len, "result %zu %s", i, what), 0;
     }
-    return NULL;
+    return 1;
 }
 
 static eq_status load_report(const char *path, json_t **out)
 {
     eq_status st = EQ_OK;
     json_error_t err;
-    json_t *root = json_load_file(path, 0, &err), *cmp;
+    json_t *root = NULL, *cmp;
+    FILE *fp = NULL;
     size_t i;
-    if (root == NULL && json_error_code(&err) == json_error_cannot_open_file) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "cannot read report %s: %s", path, strerror(errno));
-        goto cleanup;
-    }
+    char why[300];
+    /* a regular file of bounded size (a FIFO or /dev/zero would be read forever); a key given
+     * twice is an error, not the last one winning */
+    EQ_TRY(eq_input_open(path, "report", EQ_JSON_MAX_BYTES, &fp));
+    root = json_loadf(fp, JSON_REJECT_DUPLICATES, &err);
     if (root == NULL) {
         st = EQ_FAIL(EQ_ERR_INPUT, "%s is not JSON: %s (line %d, column %d)", path, err.text, err.line, err.column);
         goto cleanup;
@@ -124,15 +163,15 @@ static eq_status load_report(const char *path, json_t **out)
         goto cleanup;
     }
     json_array_foreach(list, i, cmp) {
-        const char *missing = missing_field(cmp);
-        if (missing != NULL) {
-            st = EQ_FAIL(EQ_ERR_INPUT, "%s: comparison %zu lacks \"%s\" or has the wrong type there", path, i, missing);
+        if (!check_comparison(cmp, why, sizeof why)) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: comparison %zu %s", path, i, why);
             goto cleanup;
         }
     }
     *out = root;
     root = NULL;
 cleanup:
+    if (fp != NULL) fclose(fp);
     json_decref(root);
     return st;
 }

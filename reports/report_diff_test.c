@@ -19,7 +19,7 @@
 #define EXPECT_STARTS(text, part) \
     EQ_EXPECT(strncmp((text), (part), strlen(part)) == 0, "comment starts '%.80s', want '%s'", (text), (part))
 #define N_RESULTS 11
-#define MAX_FILES 32
+#define MAX_FILES 64
 
 static char scratch[64];
 static char written[MAX_FILES][128];
@@ -85,6 +85,7 @@ static json_t *report_json(json_t *cells)
 
 static const char *write_file(const char *name, const char *contents)
 {
+    if (n_written == MAX_FILES) abort();
     char *path = written[n_written++];
     snprintf(path, sizeof written[0], "%s/%s", scratch, name);
     FILE *f = fopen(path, "w");
@@ -346,6 +347,20 @@ static void expect_input_error(const char *base, const char *head, const char *n
     free(text);
 }
 
+/* As expect_input_error, and the message says `field` too. */
+static void expect_refused_saying(const char *base, const char *head, const char *named, const char *field)
+{
+    int n;
+    eq_status st;
+    char *text = diff(base, head, NULL, &n, &st);
+    const char *message = eq_error_message();
+    EQ_EXPECT(st == EQ_ERR_INPUT, "%s: status %d, want EQ_ERR_INPUT", named, (int)st);
+    EQ_EXPECT(strstr(message, named) != NULL && strstr(message, field) != NULL && strchr(message, '\n') == NULL,
+              "message '%s' does not name %s and '%s'", message, named, field);
+    eq_error_clear();
+    free(text);
+}
+
 static void test_bad_inputs(void)
 {
     fake_result r[N_RESULTS];
@@ -369,6 +384,66 @@ static void test_bad_inputs(void)
     expect_input_error(good, write_file("no_metrics.json", text), "no_metrics.json");
     free(text);
     json_decref(doc);
+
+    /* Values the diff would take as given are checked: a |d| is a number >= 0, never NaN. */
+    static const struct {
+        const char *file, *key, *field;
+    } bad_values[] = {
+        {"negative_max.json", "max_abs", "metrics.max_abs is -1, negative"},
+        {"negative_mean.json", "mean_abs", "metrics.mean_abs is -1, negative"},
+        {"nan_max.json", "max_abs", "metrics.max_abs is NaN"},
+        {"minus_inf_mean.json", "mean_abs", "metrics.mean_abs is -inf, negative"},
+        {"text_max.json", "max_abs", "lacks \"metrics.max_abs\""},
+    };
+    for (size_t k = 0; k < sizeof bad_values / sizeof bad_values[0]; k++) {
+        json_t *value = k < 2 ? json_real(-1.0) : k == 2 ? json_string("NaN") : k == 3 ? json_string("-Infinity")
+                                                                                      : json_string("small");
+        doc = report_json(json_array());
+        cell = cell_json("fp32", 2, r, 3);
+        json_t *metrics = json_object_get(json_array_get(json_object_get(cell, "results"), 2), "metrics");
+        json_object_set_new(metrics, bad_values[k].key, value);
+        json_array_append_new(json_object_get(doc, "comparisons"), cell);
+        text = json_dumps(doc, 0);
+        const char *path = write_file(bad_values[k].file, text);
+        expect_refused_saying(good, path, bad_values[k].file, bad_values[k].field);
+        expect_refused_saying(good, path, bad_values[k].file, "comparison 0 result 2");
+        free(text);
+        json_decref(doc);
+    }
+    /* Other fields the diff reads: layer, observed, dp and tp, each element an object. */
+    static const struct {
+        const char *file, *text, *field;
+    } bad_docs[] = {
+        {"layer.json", "{\"equiv_report\": 1, \"comparisons\": [{\"test\": {\"case\": \"c\", \"dtype\": \"fp32\", "
+                       "\"algorithm\": \"ring\", \"grads\": \"avg\", \"size\": \"ci\", \"dp\": 1, \"tp\": 2}, "
+                       "\"results\": [{\"path\": \"p\", \"name\": \"n\", \"observed\": \"within\", \"diagnosis\": \"d\", "
+                       "\"layer\": -1, \"as_expected\": true, \"metrics\": {\"max_abs\": 0, \"mean_abs\": 0}}]}]}",
+         "layer is not an integer"},
+        {"observed.json", "{\"equiv_report\": 1, \"comparisons\": [{\"test\": {\"case\": \"c\", \"dtype\": \"fp32\", "
+                          "\"algorithm\": \"ring\", \"grads\": \"avg\", \"size\": \"ci\", \"dp\": 1, \"tp\": 2}, "
+                          "\"results\": [{\"path\": \"p\", \"name\": \"n\", \"observed\": \"fine\", \"diagnosis\": \"d\", "
+                          "\"layer\": 0, \"as_expected\": true, \"metrics\": {\"max_abs\": 0, \"mean_abs\": 0}}]}]}",
+         "observed 'fine'"},
+        {"dp0.json", "{\"equiv_report\": 1, \"comparisons\": [{\"test\": {\"case\": \"c\", \"dtype\": \"fp32\", "
+                     "\"algorithm\": \"ring\", \"grads\": \"avg\", \"size\": \"ci\", \"dp\": 0, \"tp\": 2}, "
+                     "\"results\": []}]}",
+         "test.dp is not an integer"},
+        {"cell_not_object.json", "{\"equiv_report\": 1, \"comparisons\": [7]}", "comparison 0 is not an object"},
+        {"result_not_object.json", "{\"equiv_report\": 1, \"comparisons\": [{\"test\": {\"case\": \"c\", "
+                                   "\"dtype\": \"fp32\", \"algorithm\": \"ring\", \"grads\": \"avg\", \"size\": \"ci\", "
+                                   "\"dp\": 1, \"tp\": 2}, \"results\": [null]}]}",
+         "result 0 is not an object"},
+        {"duplicate_key.json", "{\"equiv_report\": 1, \"comparisons\": [], \"comparisons\": []}", "duplicate"},
+        {"truncated.json", "{\"equiv_report\": 1, \"comparisons\": [{\"test\": {\"case\": ", "is not JSON"},
+        {"empty.json", "", "is not JSON"},
+    };
+    for (size_t k = 0; k < sizeof bad_docs / sizeof bad_docs[0]; k++) {
+        const char *path = write_file(bad_docs[k].file, bad_docs[k].text);
+        expect_refused_saying(path, good, bad_docs[k].file, bad_docs[k].field);
+    }
+    /* Not a regular file: refused at once, never read. */
+    expect_input_error("/dev/zero", good, "/dev/zero: is not a regular file");
+    expect_input_error(good, scratch, "is a directory");
 }
 
 /* 100 cells of 70 tensors (more than a chart shows), every tensor grown, diagnoses of 300
