@@ -47,14 +47,31 @@ double eq_dtype_unit_roundoff(eq_dtype dt)
     return 0.0;
 }
 
-int64_t eq_tensor_numel(const eq_tensor *t)
+int64_t eq_shape_numel(int ndim, const int64_t *shape)
 {
+    if (ndim < 1 || ndim > EQ_MAX_DIMS) return ndim == 0 ? 0 : -1;
     int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
-    return t->ndim > 0 ? n : 0;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return -1;
+    return n;
 }
 
-size_t eq_tensor_bytes(const eq_tensor *t) { return (size_t)eq_tensor_numel(t) * eq_dtype_size(t->dtype); }
+int64_t eq_shape_bytes(int ndim, const int64_t *shape, size_t elem_bytes)
+{
+    int64_t n = eq_shape_numel(ndim, shape), bytes;
+    if (n < 0 || elem_bytes > (size_t)INT64_MAX || __builtin_mul_overflow(n, (int64_t)elem_bytes, &bytes) ||
+        bytes > EQ_TENSOR_MAX_BYTES)
+        return -1;
+    return bytes;
+}
+
+int64_t eq_tensor_numel(const eq_tensor *t) { return eq_shape_numel(t->ndim, t->shape); }
+
+size_t eq_tensor_bytes(const eq_tensor *t)
+{
+    int64_t n = eq_tensor_numel(t);
+    return n < 0 ? SIZE_MAX : (size_t)n * eq_dtype_size(t->dtype);
+}
 
 eq_status eq_tensor_init(eq_tensor *t, eq_dtype dt, int ndim, const int64_t *shape)
 {
@@ -63,8 +80,20 @@ eq_status eq_tensor_init(eq_tensor *t, eq_dtype dt, int ndim, const int64_t *sha
     t->dtype = dt;
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) return EQ_FAIL(EQ_ERR_INTERNAL, "negative extent %lld", (long long)shape[i]);
+        if (shape[i] < 0) {
+            memset(t, 0, sizeof *t);
+            return EQ_FAIL(EQ_ERR_INTERNAL, "negative extent %lld", (long long)shape[i]);
+        }
         t->shape[i] = shape[i];
+    }
+    /* Sizes come from case files and dumps: a shape whose bytes overflow or pass the limit is
+     * refused before anything is allocated (models check their shapes earlier still). */
+    if (eq_shape_bytes(ndim, shape, eq_dtype_size(dt)) < 0) {
+        char text[160];
+        eq_tensor_shape_str(t, text, sizeof text);
+        memset(t, 0, sizeof *t);
+        return EQ_FAIL(EQ_ERR_INPUT, "a %s tensor of shape %s would take more than 2^40 bytes", eq_dtype_name(dt),
+                       text);
     }
     size_t bytes = eq_tensor_bytes(t);
     t->data = calloc(bytes > 0 ? bytes : 1, 1);

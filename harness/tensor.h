@@ -26,10 +26,23 @@ eq_status eq_dtype_parse(const char *name, eq_dtype *out); /* EQ_ERR_USAGE if un
 /* Unit roundoff u = 2^-p (p = significand bits incl. the implicit one): 2^-8, 2^-24, 2^-53. */
 double eq_dtype_unit_roundoff(eq_dtype dt);
 
+/* The most bytes one tensor may take (1 TiB): sizes come from case files and dumps, and a size
+ * past it is an input error before anything is allocated, not an overflow or an OOM kill. */
+#define EQ_TENSOR_MAX_BYTES (INT64_C(1) << 40)
+
+/* Elements of a shape: -1 if an extent is negative or the product overflows int64 (0 dims: 0). */
+int64_t eq_shape_numel(int ndim, const int64_t *shape);
+/* Bytes of a shape of elem_bytes elements: -1 if eq_shape_numel is, or the bytes overflow or pass
+ * EQ_TENSOR_MAX_BYTES. */
+int64_t eq_shape_bytes(int ndim, const int64_t *shape, size_t elem_bytes);
+
+/* Elements (-1: a shape that overflows, which eq_tensor_init never makes) and bytes (SIZE_MAX
+ * then, so that an allocation of it fails). */
 int64_t eq_tensor_numel(const eq_tensor *t);
 size_t eq_tensor_bytes(const eq_tensor *t);
 
-/* Allocates zeroed storage. On failure `t` is left empty (safe to free). */
+/* Allocates zeroed storage; a shape past EQ_TENSOR_MAX_BYTES is EQ_ERR_INPUT. On failure `t` is
+ * left empty (safe to free). */
 eq_status eq_tensor_init(eq_tensor *t, eq_dtype dt, int ndim, const int64_t *shape);
 eq_status eq_tensor_init_2d(eq_tensor *t, eq_dtype dt, int64_t rows, int64_t cols);
 eq_status eq_tensor_clone(eq_tensor *dst, const eq_tensor *src);

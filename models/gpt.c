@@ -49,6 +49,23 @@ static eq_status read_sizes(const eq_step *step, gpt_sizes *z)
     EQ_TRY(eq_check_divides("batch", z->batch, "dp", step->layout.dp));
     EQ_TRY(eq_check_divides("heads", z->heads, "tp", step->layout.tp));
     EQ_TRY(eq_check_divides("ffn", z->ffn, "tp", step->layout.tp));
+    /* What a run holds (the reference's capture beside it): every block's parameters and each
+     * replica's gradients of them, every block's activations (models/gpt_block.h: 10 of width H,
+     * 2 of width F) and output gradient, the attention's [S, S] scores per head, LayerNorm
+     * statistics in fp64, and per tp rank a partial output. */
+    const size_t elem = eq_dtype_size(step->dtype);
+    const int64_t L = z->layers, dp = step->layout.dp, b = z->batch / dp;
+    const eq_footprint_item items[] = {
+        {"qkv_weight", 2 * L * (dp + 1), {3 * z->hidden, z->hidden}, elem},
+        {"proj_weight", 2 * L * (dp + 1), {z->hidden, z->hidden}, elem},
+        {"fc1_weight and fc2_weight", 4 * L * (dp + 1), {z->ffn, z->hidden}, elem},
+        {"block activations", 2 * L + 2, {z->seq, z->batch, 10 * z->hidden + 2 * z->ffn}, elem},
+        {"block output gradient", 2 * L + 4, {z->seq, z->batch, z->hidden}, elem},
+        {"attention scores", 3, {z->seq, z->seq}, elem},
+        {"LayerNorm statistics", 4 * L + 2, {z->seq, z->batch}, sizeof(double)},
+        {"partial out", step->layout.tp, {z->seq, b, z->ffn > z->hidden ? z->ffn : z->hidden}, elem},
+    };
+    EQ_TRY(eq_check_footprint(step, items, (int)(sizeof items / sizeof items[0])));
 cleanup:
     return st;
 }

@@ -50,7 +50,22 @@ static eq_status read_sizes(const eq_step *step, mlp_sizes *z)
     EQ_TRY(eq_size_get(step->size, "layers", &z->layers));
     EQ_TRY(eq_check_divides("batch", z->batch, "dp", step->layout.dp));
     EQ_TRY(eq_check_divides("ffn", z->ffn, "tp", step->layout.tp));
-    if (z->layers > 100) st = EQ_FAIL(EQ_ERR_INPUT, "mlp_stack: layers=%lld (at most 100)", (long long)z->layers);
+    if (z->layers > 100) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "mlp_stack: layers=%lld (at most 100)", (long long)z->layers);
+        goto cleanup;
+    }
+    /* What a run holds (the reference's capture beside it): every layer's weights and captured
+     * activations, and per tp rank a partial output. */
+    const size_t elem = eq_dtype_size(step->dtype);
+    const int64_t b = z->batch / step->layout.dp, L = z->layers;
+    const eq_footprint_item items[] = {
+        {"fc1_weight", 2 * L, {z->ffn, z->hidden}, elem},
+        {"fc2_weight", 2 * L, {z->hidden, z->ffn}, elem},
+        {"fc1_out", 2 * L + 2, {z->seq, z->batch, z->ffn}, elem},
+        {"out", 2 * L + 4, {z->seq, z->batch, z->hidden}, elem},
+        {"partial out", step->layout.tp, {z->seq, b, z->hidden}, elem},
+    };
+    EQ_TRY(eq_check_footprint(step, items, (int)(sizeof items / sizeof items[0])));
 cleanup:
     return st;
 }

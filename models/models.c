@@ -40,6 +40,44 @@ eq_group eq_step_dp_group(const eq_step *step)
     return g;
 }
 
+static int item_ndim(const eq_footprint_item *item)
+{
+    int ndim = 0;
+    while (ndim < EQ_MAX_DIMS && item->shape[ndim] != 0) ndim++;
+    return ndim;
+}
+
+/* "<name> [a, b, c]" into buf. */
+static const char *describe_item(const eq_footprint_item *item, char *buf, size_t len)
+{
+    int used = snprintf(buf, len, "%s [", item->name);
+    for (int d = 0; d < item_ndim(item) && used > 0 && (size_t)used < len; d++)
+        used += snprintf(buf + used, len - (size_t)used, "%s%lld", d ? ", " : "", (long long)item->shape[d]);
+    if (used > 0 && (size_t)used < len) snprintf(buf + used, len - (size_t)used, "]");
+    return buf;
+}
+
+eq_status eq_check_footprint(const eq_step *step, const eq_footprint_item *items, int n)
+{
+    int64_t total = 0;
+    char text[200], layout[32];
+    const char *path = step->size->case_path ? step->size->case_path : "?";
+    for (int i = 0; i < n; i++) {
+        const eq_footprint_item *item = &items[i];
+        int64_t bytes = eq_shape_bytes(item_ndim(item), item->shape, item->elem_bytes), all;
+        if (bytes < 0 || item_ndim(item) == 0)
+            return EQ_FAIL(EQ_ERR_INPUT, "case file %s: [size.%s] makes %s, more than 2^40 bytes", path,
+                           step->size->name, describe_item(item, text, sizeof text));
+        if (item->copies < 0 || __builtin_mul_overflow(bytes, item->copies, &all) ||
+            __builtin_add_overflow(total, all, &total) || total > EQ_TENSOR_MAX_BYTES)
+            return EQ_FAIL(EQ_ERR_INPUT, "case file %s: [size.%s] at %s makes the run hold more than 2^40 bytes of "
+                           "tensors (%s x %lld among them)", path, step->size->name,
+                           eq_layout_name(step->layout, layout, sizeof layout), describe_item(item, text, sizeof text),
+                           (long long)item->copies);
+    }
+    return EQ_OK;
+}
+
 eq_status eq_check_divides(const char *size_name, int64_t value, const char *layout_name, int parts)
 {
     if (parts < 1 || value % parts != 0)

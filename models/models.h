@@ -13,4 +13,20 @@ extern const eq_model eq_model_spd;
 /* EQ_ERR_USAGE "<layout_name>=<parts> does not divide <size_name>=<value>" unless it does. */
 eq_status eq_check_divides(const char *size_name, int64_t value, const char *layout_name, int parts);
 
+/* A kind of tensor a run holds: `copies` of `shape` (up to EQ_MAX_DIMS extents, 0 after the
+ * last) in elements of elem_bytes. */
+typedef struct {
+    const char *name;
+    int64_t copies;
+    int64_t shape[EQ_MAX_DIMS];
+    size_t elem_bytes;
+} eq_footprint_item;
+
+/* Whether the tensors a model holds at the step's sizes fit: each shape, and all of them together
+ * (copies counted), at most EQ_TENSOR_MAX_BYTES, with no product overflowing on the way. Else
+ * EQ_ERR_INPUT naming the case file, the size and the tensor. Every model's check calls it with
+ * its largest tensors once its sizes are read, so that a case file's sizes (each up to
+ * EQ_CASE_SIZE_MAX) can neither overflow a product nor start an allocation that cannot end well. */
+eq_status eq_check_footprint(const eq_step *step, const eq_footprint_item *items, int n);
+
 #endif

@@ -34,6 +34,17 @@ static eq_status read_sizes(const eq_step *step, linear_split split, linear_size
     EQ_TRY(eq_check_divides("batch", z->batch, "dp", step->layout.dp));
     if (split == SPLIT_OUTPUT) EQ_TRY(eq_check_divides("out_features", z->out_features, "tp", step->layout.tp));
     if (split == SPLIT_INPUT) EQ_TRY(eq_check_divides("in_features", z->in_features, "tp", step->layout.tp));
+    /* What a run holds (the reference's capture beside it): input, weight, output, a replica's
+     * input and output, and (row-parallel) a partial output per tp rank. */
+    const size_t elem = eq_dtype_size(step->dtype);
+    const int64_t b = z->batch / step->layout.dp;
+    const eq_footprint_item items[] = {
+        {"input", 3, {z->seq, z->batch, z->in_features}, elem},
+        {"weight", 2, {z->out_features, z->in_features}, elem},
+        {"out", 3, {z->seq, z->batch, z->out_features}, elem},
+        {"partial out", step->layout.tp, {z->seq, b, z->out_features}, elem},
+    };
+    EQ_TRY(eq_check_footprint(step, items, (int)(sizeof items / sizeof items[0])));
 cleanup:
     return st;
 }

@@ -70,6 +70,21 @@ static eq_status read_sizes(const eq_step *step, spd_sizes *z)
     EQ_TRY(eq_check_divides("batch", z->batch, "dp", step->layout.dp));
     EQ_TRY(eq_check_divides("c_fc", z->c_fc, "tp", step->layout.tp));
     EQ_TRY(eq_check_divides("c_down", z->c_down, "tp", step->layout.tp));
+    /* What a run holds (fp64 throughout; the reference's capture beside it), per site (two per
+     * layer), at the wider of its two shapes: the tokens' activations (the input, the CI hidden
+     * pre- and post-activation, z and both clamps, the noise, masks, sources and their gradient:
+     * models/spd_step.h), the target's weight and each replica's Delta, the parameters and each
+     * replica's gradients per loss term, and per tp rank a partial output. */
+    const int64_t width = z->d_model > z->d_mlp ? z->d_model : z->d_mlp;
+    const int64_t C = (z->c_fc > z->c_down ? z->c_fc : z->c_down) + 1, H = z->ci_hidden;
+    const int64_t sites = 2 * z->layers, dp = step->layout.dp;
+    const eq_footprint_item items[] = {
+        {"per-token activations", 2 * sites, {z->batch, z->seq, width + 2 * H + 7 * C}, sizeof(double)},
+        {"W and Delta", sites * (dp + 1), {width, width}, sizeof(double)},
+        {"V, U, CI weights and their gradients", 2 * sites * (1 + 4 * dp), {width + H, 2 * C + H}, sizeof(double)},
+        {"partial out", step->layout.tp, {z->batch, z->seq, width}, sizeof(double)},
+    };
+    EQ_TRY(eq_check_footprint(step, items, (int)(sizeof items / sizeof items[0])));
 cleanup:
     return st;
 }
