@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# --out is written all or nothing (harness/out_dir.h). Parts:
+#   full       a run whose files do not fit (a file-size limit stands in for a full disk) fails with
+#              one line and leaves nothing: not the dumps written before the failure, no temporary
+#   signal     SIGTERM and SIGINT during a run remove everything the run had written
+#   stale      private folders and temporary files of dead runs are removed by the next run
+#   symlink    a symlink planted at an output name is replaced, never followed
+#   concurrent two runs into one --out at once leave one whole report set
+#   keep       a failing rerun leaves the earlier run's files as they were
+#   out_dir_test.sh EQUIV PART
+set -u
+equiv=$1 part=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+empty() { [ -z "$(ls -A "$1")" ] || fail "$1 is not empty: $(ls -A "$1" | head -5 | tr '\n' ' ')"; }
+out="$work/out"
+mkdir "$out"
+
+case $part in
+full)
+    # 200 KB per file: row_parallel's bf16 dumps (120 KB) fit, its fp32 dumps (232 KB) do not
+    (ulimit -f 200; trap '' XFSZ; exec "$equiv" --case row_parallel --tp 2 --out "$out") >/dev/null 2>"$work/err"
+    status=$?
+    [ "$status" -eq 2 ] || fail "exit status $status, want 2"
+    [ "$(wc -l <"$work/err")" -eq 1 ] || fail "stderr: $(cat "$work/err")"
+    grep -q "File too large\|No space" "$work/err" || fail "stderr does not say why: $(cat "$work/err")"
+    empty "$out"
+    ;;
+signal)
+    set -m # background jobs keep SIGINT (without job control bash starts them with it ignored)
+    for sig in TERM INT; do
+        "$equiv" --case gpt --size docs --forward-only --tp 2 --out "$out" >/dev/null 2>&1 &
+        pid=$!
+        for _ in $(seq 100); do
+            [ -n "$(ls -A "$out")" ] && break
+            sleep 0.1
+        done
+        [ -n "$(ls -A "$out")" ] || fail "SIG$sig: the run made no private folder"
+        sleep 1
+        kill -s "$sig" "$pid"
+        wait "$pid"
+        status=$?
+        [ "$status" -gt 128 ] || fail "SIG$sig: exit status $status, want death by the signal"
+        empty "$out"
+    done
+    ;;
+stale)
+    sleep 0 & dead=$!
+    wait "$dead"
+    host=$(hostname | tr -c 'A-Za-z0-9\n' '-' | cut -c1-64)
+    mkdir "$out/.equiv-tmp.$dead.$host.AbC123"
+    echo partial >"$out/.equiv-tmp.$dead.$host.AbC123/gpt-bf16-dp1-tp1.h5"
+    echo partial >"$out/.report.md.tmp.$dead"
+    mkdir "$out/.equiv-tmp.$$.$host.Live12" # a live process's: kept
+    "$equiv" --case row_parallel --tp 2 --dtype fp32 --out "$out" >/dev/null || fail "run failed"
+    [ ! -e "$out/.equiv-tmp.$dead.$host.AbC123" ] || fail "a dead run's private folder was kept"
+    [ ! -e "$out/.report.md.tmp.$dead" ] || fail "a dead run's temporary file was kept"
+    [ -d "$out/.equiv-tmp.$$.$host.Live12" ] || fail "a live run's private folder was removed"
+    [ -f "$out/report.md" ] || fail "no report"
+    ;;
+symlink)
+    echo "outside" >"$work/outside.txt"
+    ln -s "$work/outside.txt" "$out/report.md"
+    ln -s "$work/outside.h5" "$out/row_parallel-fp32-dp1-tp2.h5"
+    "$equiv" --case row_parallel --tp 2 --dtype fp32 --out "$out" >/dev/null || fail "run failed"
+    [ "$(cat "$work/outside.txt")" = "outside" ] || fail "the run wrote through a symlink"
+    [ ! -e "$work/outside.h5" ] || fail "the run created a file through a symlink"
+    [ -f "$out/report.md" ] && [ ! -L "$out/report.md" ] || fail "report.md is not a plain file"
+    ;;
+concurrent)
+    for i in 1 2 3 4 5; do
+        "$equiv" --case row_parallel --tp 2 --dtype fp32 --out "$out" >/dev/null &
+        "$equiv" --case row_parallel --tp 4 --dtype fp32 --out "$out" >/dev/null &
+        wait
+        md=$(grep -o 'dp1-tp[24]' "$out/report.md" | sort -u | tr '\n' ' ')
+        json=$(grep -o '"tp": [24]' "$out/report.json" | sort -u | tr -d '"' | tr '\n' ' ')
+        html=$(grep -o 'dp1-tp[24]' "$out/report.html" | sort -u | tr '\n' ' ')
+        echo "round $i: md [$md] json [$json] html [$html]"
+        [ "${md#dp1-tp}" = "${json#tp: }" ] && [ "$md" = "$html" ] || fail "the report set is mixed"
+        [ -z "$(ls -A "$out" | grep '^\.')" ] || fail "temporaries left: $(ls -A "$out" | grep '^\.')"
+    done
+    ;;
+keep)
+    "$equiv" --case row_parallel --tp 2 --dtype fp32 --out "$out" >/dev/null || fail "first run failed"
+    (cd "$out" && sha256sum ./* >"$work/before")
+    "$equiv" --case row_parallel --tp 2 --dtype fp32 --tolerances "$work/none.ini" --out "$out" >/dev/null 2>&1
+    [ $? -eq 2 ] || fail "the rerun did not fail"
+    (cd "$out" && sha256sum ./* >"$work/after")
+    cmp -s "$work/before" "$work/after" || fail "the failed rerun changed the files"
+    [ -z "$(ls -A "$out" | grep '^\.')" ] || fail "temporaries left"
+    ;;
+*) fail "unknown part $part" ;;
+esac
+echo "ok: $part"
