@@ -289,8 +289,10 @@ eq_status eq_dump_read_isolated(const char *path, eq_capture *out)
         st = EQ_FAIL(EQ_ERR_INPUT, "%s: reading it used over %.0f s of CPU (a damaged file makes the HDF5 library "
                      "loop; EQUIV_READ_TIMEOUT_S allows more)", path, timeout_s);
     } else if (WIFSIGNALED(wstatus)) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "%s is damaged: the HDF5 library crashed reading it (signal %d, %s; the file "
-                     "is not a dump, or was cut or corrupted)", path, WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)));
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s is damaged: the HDF5 library crashed reading it (signal %d, %s): the file is "
+                     "not a dump, or was cut or corrupted, or reading it needed more than %.0f MB "
+                     "(EQUIV_READ_MEMORY_MB allows more)", path, WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)),
+                     memory_mb);
     } else if (!complete) {
         st = EQ_FAIL(EQ_ERR_INPUT, "%s is damaged: reading it needed more than %.0f MB or ended early (the HDF5 "
                      "library was asked for a size the file cannot hold; EQUIV_READ_MEMORY_MB allows more)", path,
