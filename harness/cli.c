@@ -17,7 +17,8 @@ void eq_cli_print_help(void)
            "  equiv compare REF TEST [options]                 compare two runs: dumps, or directories of\n"
            "                                                   per-rank files (equiv_capture, harness/SCHEMA.md)\n"
            "  equiv diff BASE.json HEAD.json [--growth F]      what a change did to divergence (PR comment)\n"
-           "  equiv matrix [--case NAME] [--dtype D] [--out DIR]   every case x layout x dtype, one summary\n"
+           "  equiv matrix [--case NAME] [--dtype D] [--size S] [--algo A] [--seed N] [--out DIR]\n"
+           "                                                   every case x layout x dtype, one summary\n"
            "  equiv golden [--update] [--case NAME]            check (or rewrite) golden/envelopes\n"
            "  equiv --list                                     cases, layouts, dtypes, algorithms\n"
            "  equiv --help | --version\n"
@@ -47,12 +48,16 @@ void eq_cli_print_help(void)
            "  --tolerance NAME   entry of the tolerance file (default: the case's entry for the dtype;\n"
            "                     a run of no case: default_<dtype>, which the report names)\n"
            "  --atol A, --rtol R |d| <= A + R |ref| for every tensor, instead of an entry\n"
-           "common options:\n"
+           "common options (the commands that take each):\n"
            "  --out DIR          write the dumps (.h5), report.md, report.json and report.html there\n"
+           "                     (run, compare, diff, matrix)\n"
            "  --format F         md (default), json or html on standard output (also --report F)\n"
-           "  --cases-dir DIR    where case files live (default: the source tree's cases/)\n"
-           "  --tolerances FILE  tolerance table (default: golden/tolerances.ini)\n"
-           "  -v, --verbose      progress on standard error\n"
+           "                     (run, compare, matrix)\n"
+           "  --cases-dir DIR    where case files live (default: the source tree's cases/) (all but diff)\n"
+           "  --tolerances FILE  tolerance table (default: golden/tolerances.ini) (all but diff, list)\n"
+           "  -v, --verbose      progress on standard error (run; matrix and golden always show it)\n"
+           "An option given to a command that does not take it, or given twice (but --inject), is an\n"
+           "error. matrix also takes --size, --algo, --seed, --dtype; golden --update and --case.\n"
            "\n"
            "exit status: 0 every comparison as expected, 1 some comparison not as expected,\n"
            "             2 usage or input error (one line on standard error, no output files)\n",
@@ -79,68 +84,218 @@ static eq_status parse_format(const char *text, eq_format *out)
     return EQ_OK;
 }
 
-/* Options that take a value. */
-static eq_status parse_option(eq_cli *cli, const char *opt, const char *val)
+/* The longest path an option or argument may name (the commands build paths under it). */
+#define CLI_PATH_MAX 1000
+
+/* Every option, once: its names, whether it takes a value, whether it may be given more than once,
+ * and the commands that take it (what each command really reads: harness/commands.c,
+ * cmd_matrix.c). Any other option, twice, or given to a command that does not take it, is one
+ * error line before anything runs. */
+typedef enum {
+    OPT_CASE, OPT_SIZE, OPT_TP, OPT_DP, OPT_DTYPE, OPT_ALGO, OPT_SEED, OPT_GRADS, OPT_INJECT, OPT_FORWARD_ONLY,
+    OPT_TRUTH, OPT_BACKEND, OPT_COMM, OPT_EXPECT, OPT_TOLERANCE, OPT_ATOL, OPT_RTOL, OPT_GROWTH, OPT_UPDATE,
+    OPT_OUT, OPT_FORMAT, OPT_CASES_DIR, OPT_TOLERANCES, OPT_VERBOSE, OPT_LIST, OPT_HELP, OPT_VERSION, OPT_COUNT
+} option_id;
+
+#define RUN (1u << EQ_CMD_RUN)
+#define COMPARE (1u << EQ_CMD_COMPARE)
+#define DIFF (1u << EQ_CMD_DIFF)
+#define MATRIX (1u << EQ_CMD_MATRIX)
+#define GOLDEN (1u << EQ_CMD_GOLDEN)
+#define LIST (1u << EQ_CMD_LIST)
+#define ANY (RUN | COMPARE | DIFF | MATRIX | GOLDEN | LIST)
+
+typedef struct {
+    const char *name, *alias;
+    int takes_value, repeatable;
+    unsigned commands;
+} option_spec;
+
+static const option_spec options[OPT_COUNT] = {
+    [OPT_CASE] = {"--case", NULL, 1, 0, RUN | MATRIX | GOLDEN},
+    [OPT_SIZE] = {"--size", NULL, 1, 0, RUN | MATRIX},
+    [OPT_TP] = {"--tp", NULL, 1, 0, RUN},
+    [OPT_DP] = {"--dp", NULL, 1, 0, RUN},
+    [OPT_DTYPE] = {"--dtype", NULL, 1, 0, RUN | MATRIX},
+    [OPT_ALGO] = {"--algo", NULL, 1, 0, RUN | MATRIX},
+    [OPT_SEED] = {"--seed", NULL, 1, 0, RUN | MATRIX},
+    [OPT_GRADS] = {"--grads", NULL, 1, 0, RUN},
+    [OPT_INJECT] = {"--inject", NULL, 1, 1, RUN},
+    [OPT_FORWARD_ONLY] = {"--forward-only", NULL, 0, 0, RUN},
+    [OPT_TRUTH] = {"--truth", NULL, 0, 0, RUN},
+    [OPT_BACKEND] = {"--backend", NULL, 1, 0, RUN},
+    [OPT_COMM] = {"--comm", "--transport", 1, 0, RUN},
+    [OPT_EXPECT] = {"--expect", NULL, 1, 0, COMPARE},
+    [OPT_TOLERANCE] = {"--tolerance", NULL, 1, 0, COMPARE},
+    [OPT_ATOL] = {"--atol", NULL, 1, 0, COMPARE},
+    [OPT_RTOL] = {"--rtol", NULL, 1, 0, COMPARE},
+    [OPT_GROWTH] = {"--growth", NULL, 1, 0, DIFF},
+    [OPT_UPDATE] = {"--update", NULL, 0, 0, GOLDEN},
+    [OPT_OUT] = {"--out", NULL, 1, 0, RUN | COMPARE | DIFF | MATRIX},
+    [OPT_FORMAT] = {"--format", "--report", 1, 0, RUN | COMPARE | MATRIX},
+    [OPT_CASES_DIR] = {"--cases-dir", NULL, 1, 0, RUN | COMPARE | MATRIX | GOLDEN | LIST},
+    [OPT_TOLERANCES] = {"--tolerances", NULL, 1, 0, RUN | COMPARE | MATRIX | GOLDEN},
+    [OPT_VERBOSE] = {"--verbose", "-v", 0, 0, RUN | MATRIX | GOLDEN}, /* matrix, golden: progress always */
+    [OPT_LIST] = {"--list", NULL, 0, 0, LIST},
+    [OPT_HELP] = {"--help", "-h", 0, 1, ANY},
+    [OPT_VERSION] = {"--version", NULL, 0, 1, ANY},
+};
+
+static const char *const command_names[] = {
+    [EQ_CMD_RUN] = "run", [EQ_CMD_COMPARE] = "compare", [EQ_CMD_DIFF] = "diff", [EQ_CMD_MATRIX] = "matrix",
+    [EQ_CMD_GOLDEN] = "golden", [EQ_CMD_LIST] = "list",
+};
+
+/* The option named by arg up to '=' (or its end), or OPT_COUNT. */
+static option_id find_option(const char *arg, size_t len)
 {
+    for (int i = 0; i < OPT_COUNT; i++) {
+        const char *names[2] = {options[i].name, options[i].alias};
+        for (int k = 0; k < 2; k++)
+            if (names[k] != NULL && strlen(names[k]) == len && strncmp(arg, names[k], len) == 0) return (option_id)i;
+    }
+    return OPT_COUNT;
+}
+
+static eq_status check_path(const char *what, const char *path)
+{
+    if (strlen(path) > CLI_PATH_MAX)
+        return EQ_FAIL(EQ_ERR_USAGE, "%s: a path of %zu characters (at most %d)", what, strlen(path), CLI_PATH_MAX);
+    return EQ_OK;
+}
+
+static eq_status parse_real(const char *opt, const char *val, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    double v = strtod(val, &end);
+    if (end == val || *end != '\0' || !(v >= lo && v < hi))
+        return EQ_FAIL(EQ_ERR_USAGE, "%s wants a finite number in [%g, %g), got '%s'", opt, lo, hi, val);
+    *out = v;
+    return EQ_OK;
+}
+
+/* One option's value into cli. */
+static eq_status parse_value(eq_cli *cli, option_id id, const char *val)
+{
+    const char *opt = options[id].name;
     long long v = 0;
     eq_status st = EQ_OK;
-    if (strcmp(opt, "--case") == 0) cli->case_name = val;
-    else if (strcmp(opt, "--size") == 0) cli->size = val;
-    else if (strcmp(opt, "--tp") == 0) {
+    switch (id) {
+    case OPT_CASE: cli->case_name = val; break;
+    case OPT_SIZE: cli->size = val; break;
+    case OPT_TP:
+    case OPT_DP:
         st = parse_int(opt, val, 1, 1024, &v);
-        cli->tp = (int)v;
-    } else if (strcmp(opt, "--dp") == 0) {
-        st = parse_int(opt, val, 1, 1024, &v);
-        cli->dp = (int)v;
-    } else if (strcmp(opt, "--dtype") == 0) {
+        *(id == OPT_TP ? &cli->tp : &cli->dp) = (int)v;
+        break;
+    case OPT_DTYPE:
         cli->all_dtypes = strcmp(val, "all") == 0;
         if (!cli->all_dtypes) st = eq_dtype_parse(val, &cli->dtype);
-    } else if (strcmp(opt, "--algo") == 0) st = eq_algo_parse(val, &cli->algo);
-    else if (strcmp(opt, "--seed") == 0) {
+        break;
+    case OPT_ALGO: st = eq_algo_parse(val, &cli->algo); break;
+    case OPT_SEED:
         st = parse_int(opt, val, 0, INT64_MAX, &v);
         cli->seed = (uint64_t)v;
-    } else if (strcmp(opt, "--grads") == 0) {
+        break;
+    case OPT_GRADS: {
         eq_grad_convention c = EQ_GRAD_AVG;
         st = eq_grad_convention_parse(val, &c);
         cli->grads = (int)c;
-    } else if (strcmp(opt, "--inject") == 0) {
+        break;
+    }
+    case OPT_INJECT: {
         eq_bug bug = EQ_BUG_NONE;
         st = eq_bug_parse(val, &bug);
+        if (st == EQ_OK && (cli->bugs & (unsigned)bug))
+            st = EQ_FAIL(EQ_ERR_USAGE, "--inject %s given twice", val);
         cli->bugs |= (unsigned)bug;
-    } else if (strcmp(opt, "--backend") == 0) cli->backend = val;
-    else if (strcmp(opt, "--comm") == 0 || strcmp(opt, "--transport") == 0) {
+        break;
+    }
+    case OPT_BACKEND: cli->backend = val; break;
+    case OPT_COMM:
         if (strcmp(val, "sim") != 0 && strcmp(val, "mpi") != 0 && strcmp(val, "nccl") != 0)
             st = EQ_FAIL(EQ_ERR_USAGE, "unknown --comm '%s' (known: sim, mpi, nccl)", val);
         cli->transport = val;
-    }
-    else if (strcmp(opt, "--expect") == 0) {
+        break;
+    case OPT_EXPECT:
         cli->has_expect = 1;
-        st = eq_expect_parse(val, &cli->expect);
-        if (st != EQ_OK) {
+        if (eq_expect_parse(val, &cli->expect) != EQ_OK) {
             eq_error_clear();
             st = EQ_FAIL(EQ_ERR_USAGE, "unknown expectation '%s' (known: bit_exact, within, differs, must_fail)", val);
         }
-    } else if (strcmp(opt, "--tolerance") == 0) cli->tolerance_name = val;
-    else if (strcmp(opt, "--out") == 0) cli->out_dir = val;
-    else if (strcmp(opt, "--atol") == 0 || strcmp(opt, "--rtol") == 0) {
-        char *end = NULL;
-        double bound = strtod(val, &end);
-        if (end == val || *end != '\0' || !(bound >= 0.0 && bound < 1e300))
-            st = EQ_FAIL(EQ_ERR_USAGE, "%s wants a finite number >= 0, got '%s'", opt, val);
-        if (opt[2] == 'a') cli->atol = bound;
-        else cli->rtol = bound;
+        break;
+    case OPT_TOLERANCE:
+        if (strlen(val) >= EQ_TOL_NAME_MAX)
+            st = EQ_FAIL(EQ_ERR_USAGE, "--tolerance names an entry of at most %d characters, got '%s'",
+                         EQ_TOL_NAME_MAX - 1, val);
+        cli->tolerance_name = val;
+        break;
+    case OPT_ATOL:
+    case OPT_RTOL:
+        st = parse_real(opt, val, 0.0, 1e300, id == OPT_ATOL ? &cli->atol : &cli->rtol);
         cli->has_atol_rtol = 1;
-    } else if (strcmp(opt, "--growth") == 0) {
-        char *end = NULL;
-        cli->growth = strtod(val, &end);
-        if (end == val || *end != '\0' || !(cli->growth >= 1.0 && cli->growth < 1e6))
-            st = EQ_FAIL(EQ_ERR_USAGE, "--growth wants a factor >= 1, got '%s'", val);
+        break;
+    case OPT_GROWTH: st = parse_real(opt, val, 1.0, 1e6, &cli->growth); break;
+    case OPT_OUT:
+        st = check_path(opt, val);
+        cli->out_dir = val;
+        break;
+    case OPT_FORMAT: st = parse_format(val, &cli->format); break;
+    case OPT_CASES_DIR:
+        st = check_path(opt, val);
+        cli->cases_dir = val;
+        break;
+    case OPT_TOLERANCES:
+        st = check_path(opt, val);
+        cli->tolerances_path = val;
+        break;
+    default: st = EQ_FAIL(EQ_ERR_INTERNAL, "option %s has no value to parse", opt);
     }
-    else if (strcmp(opt, "--format") == 0 || strcmp(opt, "--report") == 0) st = parse_format(val, &cli->format);
-    else if (strcmp(opt, "--cases-dir") == 0) cli->cases_dir = val;
-    else if (strcmp(opt, "--tolerances") == 0) cli->tolerances_path = val;
-    else st = EQ_FAIL(EQ_ERR_USAGE, "unknown option '%s' (see equiv --help)", opt);
     return st;
+}
+
+/* A flag (an option without a value) into cli. */
+static void set_flag(eq_cli *cli, option_id id)
+{
+    switch (id) {
+    case OPT_FORWARD_ONLY: cli->forward_only = 1; break;
+    case OPT_TRUTH: cli->truth = 1; break;
+    case OPT_UPDATE: cli->update = 1; break;
+    case OPT_VERBOSE: cli->verbose = 1; break;
+    default: break; /* --list, --help, --version: the command, picked after every argument is read */
+    }
+}
+
+/* The command the positional arguments name (and its operands), or an error. */
+static eq_status pick_command(eq_cli *cli, const char *const *positional, int n_positional, int list_flag)
+{
+    if (n_positional == 0) {
+        cli->command = list_flag ? EQ_CMD_LIST : EQ_CMD_RUN;
+        return EQ_OK;
+    }
+    const char *word = positional[0];
+    int cmd = -1;
+    for (int c = 0; c < (int)(sizeof command_names / sizeof command_names[0]); c++)
+        if (command_names[c] != NULL && strcmp(word, command_names[c]) == 0) cmd = c;
+    if (cmd < 0)
+        return EQ_FAIL(EQ_ERR_USAGE, "unknown command '%s' (known: run, compare, diff, matrix, golden, list)", word);
+    if (list_flag && cmd != EQ_CMD_LIST)
+        return EQ_FAIL(EQ_ERR_USAGE, "--list is a command of its own (equiv list); not with '%s'", word);
+    cli->command = (eq_command)cmd;
+    if (cmd == EQ_CMD_COMPARE || cmd == EQ_CMD_DIFF) {
+        if (n_positional != 3)
+            return EQ_FAIL(EQ_ERR_USAGE, cmd == EQ_CMD_COMPARE ? "compare needs two dumps: equiv compare REF.h5 TEST.h5"
+                                                               : "diff needs two reports: equiv diff BASE.json HEAD.json");
+        for (int i = 0; i < 2; i++) {
+            eq_status st = check_path(word, positional[1 + i]);
+            if (st != EQ_OK) return st;
+            cli->compare_paths[i] = positional[1 + i];
+        }
+        return EQ_OK;
+    }
+    if (n_positional > 1)
+        return EQ_FAIL(EQ_ERR_USAGE, "unexpected argument '%s' (%s takes no argument)", positional[1], word);
+    return EQ_OK;
 }
 
 eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
@@ -155,67 +310,51 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
     cli->transport = "sim";
     cli->format = EQ_FORMAT_MARKDOWN;
     cli->growth = 1.5;
-    int n_positional = 0;
+    int n_positional = 0, seen[OPT_COUNT] = {0};
     const char *positional[3] = {0};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) cli->command = EQ_CMD_HELP;
-        else if (strcmp(arg, "--version") == 0) cli->command = EQ_CMD_VERSION;
-        else if (strcmp(arg, "--list") == 0) cli->command = EQ_CMD_LIST;
-        else if (strcmp(arg, "--verbose") == 0 || strcmp(arg, "-v") == 0) cli->verbose = 1;
-        else if (strcmp(arg, "--forward-only") == 0) cli->forward_only = 1;
-        else if (strcmp(arg, "--truth") == 0) cli->truth = 1;
-        else if (strcmp(arg, "--update") == 0) cli->update = 1;
-        else if (strncmp(arg, "--", 2) == 0) {
-            const char *eq = strchr(arg, '=');
-            char opt[64];
-            const char *val;
-            if (eq != NULL) {
-                snprintf(opt, sizeof opt, "%.*s", (int)(eq - arg), arg);
-                val = eq + 1;
-            } else {
-                snprintf(opt, sizeof opt, "%s", arg);
-                if (i + 1 >= argc) return EQ_FAIL(EQ_ERR_USAGE, "%s needs a value (see equiv --help)", arg);
-                val = argv[++i];
-            }
-            eq_status st = parse_option(cli, opt, val);
-            if (st != EQ_OK) return st;
-        } else {
+        if (arg[0] != '-' || arg[1] == '\0') { /* a command word or an operand ("-" too) */
             if (n_positional == 3) return EQ_FAIL(EQ_ERR_USAGE, "unexpected argument '%s'", arg);
             positional[n_positional++] = arg;
+            continue;
         }
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        const size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
+        const option_id id = find_option(arg, name_len);
+        if (id == OPT_COUNT)
+            return EQ_FAIL(EQ_ERR_USAGE, "unknown option '%.*s' (see equiv --help)", (int)name_len, arg);
+        const option_spec *spec = &options[id];
+        if (++seen[id] > 1 && !spec->repeatable)
+            return EQ_FAIL(EQ_ERR_USAGE, "option %s given twice (it takes one value; the last would win)", spec->name);
+        if (!spec->takes_value) {
+            if (eq != NULL) return EQ_FAIL(EQ_ERR_USAGE, "option %s takes no value, got '%s'", spec->name, arg);
+            set_flag(cli, id);
+            continue;
+        }
+        const char *val = eq != NULL ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (val == NULL) return EQ_FAIL(EQ_ERR_USAGE, "option %.*s needs a value (see equiv --help)", (int)name_len, arg);
+        if (val[0] == '\0' || (eq == NULL && strncmp(val, "--", 2) == 0))
+            return EQ_FAIL(EQ_ERR_USAGE, "option %.*s needs a value, got '%s' (see equiv --help)", (int)name_len, arg,
+                           val);
+        eq_status st = parse_value(cli, id, val);
+        if (st != EQ_OK) return st;
     }
-    if (cli->command == EQ_CMD_HELP || cli->command == EQ_CMD_VERSION || cli->command == EQ_CMD_LIST) return EQ_OK;
-    if (n_positional > 0 && strcmp(positional[0], "run") != 0 && strcmp(cli->transport, "sim") != 0)
-        return EQ_FAIL(EQ_ERR_USAGE, "--comm %s runs one case (equiv --case NAME --comm %s); '%s' runs on sim only",
-                       cli->transport, cli->transport, positional[0]);
-    if (n_positional > 0 && strcmp(positional[0], "compare") == 0) {
-        if (n_positional != 3) return EQ_FAIL(EQ_ERR_USAGE, "compare needs two dumps: equiv compare REF.h5 TEST.h5");
-        cli->command = EQ_CMD_COMPARE;
-        cli->compare_paths[0] = positional[1];
-        cli->compare_paths[1] = positional[2];
+    /* --help and --version answer whatever else is given (once it parses). */
+    if (seen[OPT_HELP] || seen[OPT_VERSION]) {
+        cli->command = seen[OPT_HELP] ? EQ_CMD_HELP : EQ_CMD_VERSION;
         return EQ_OK;
     }
-    if (n_positional > 0 && strcmp(positional[0], "diff") == 0) {
-        if (n_positional != 3) return EQ_FAIL(EQ_ERR_USAGE, "diff needs two reports: equiv diff BASE.json HEAD.json");
-        cli->command = EQ_CMD_DIFF;
-        cli->compare_paths[0] = positional[1];
-        cli->compare_paths[1] = positional[2];
-        return EQ_OK;
-    }
-    static const struct {
-        const char *name;
-        eq_command command;
-    } single_word[] = {{"list", EQ_CMD_LIST}, {"matrix", EQ_CMD_MATRIX}, {"golden", EQ_CMD_GOLDEN}};
-    for (size_t i = 0; n_positional == 1 && i < sizeof single_word / sizeof single_word[0]; i++) {
-        if (strcmp(positional[0], single_word[i].name) == 0) {
-            cli->command = single_word[i].command;
-            return EQ_OK;
+    eq_status st = pick_command(cli, positional, n_positional, seen[OPT_LIST]);
+    if (st != EQ_OK) return st;
+    for (int i = 0; i < OPT_COUNT; i++) {
+        if (seen[i] && !(options[i].commands & (1u << cli->command))) {
+            return EQ_FAIL(EQ_ERR_USAGE, "option %s does not apply to `equiv %s`%s", options[i].name,
+                           command_names[cli->command],
+                           cli->command == EQ_CMD_RUN ? " (equiv --case NAME)" : "");
         }
     }
-    if (n_positional > 0 && !(strcmp(positional[0], "run") == 0 && n_positional == 1))
-        return EQ_FAIL(EQ_ERR_USAGE, "unknown command '%s' (known: run, compare, diff, matrix, golden, list)",
-                       positional[0]);
-    if (cli->case_name == NULL) return EQ_FAIL(EQ_ERR_USAGE, "no --case given (see equiv --list)");
+    if (cli->command == EQ_CMD_RUN && cli->case_name == NULL)
+        return EQ_FAIL(EQ_ERR_USAGE, "no --case given (see equiv --list)");
     return EQ_OK;
 }
