@@ -214,8 +214,13 @@ static int parse_tolerance_key(parse_state *ps, const char *name, const char *va
 {
     eq_dtype dt;
     char dtype_name[EQ_CASE_KEY_MAX];
-    snprintf(dtype_name, sizeof dtype_name, "%.*s", (int)strcspn(name, "."), name);
-    const char *role = name + strlen(dtype_name); /* "" or ".grad" */
+    const size_t dtype_len = strcspn(name, ".");
+    const char *role = name + dtype_len; /* "" or ".grad" */
+    dtype_name[0] = '\0';
+    if (dtype_len < sizeof dtype_name) {
+        memcpy(dtype_name, name, dtype_len);
+        dtype_name[dtype_len] = '\0';
+    }
     if (eq_dtype_parse(dtype_name, &dt) != EQ_OK || (role[0] != '\0' && strcmp(role, ".grad") != 0)) {
         eq_error_clear();
         complain(ps, "[tolerance] key '%s' is not a dtype or dtype.grad", name);
@@ -362,8 +367,8 @@ static void append_listed(char *list, size_t cap, const char *item)
 static int compare_names(const void *a, const void *b) { return strcmp(a, b); }
 
 /* Every <name>.ini in dir (not hidden), sorted, into *names (malloc'd, *count of them). A name too
- * long to be a case is an error, never skipped. */
-static eq_status collect_cases(const char *dir, char (**names)[EQ_CASE_KEY_MAX], int *count)
+ * long to be a case is an error, never skipped, unless skip_long (the list an error message shows). */
+static eq_status collect_cases(const char *dir, int skip_long, char (**names)[EQ_CASE_KEY_MAX], int *count)
 {
     eq_status st = EQ_OK;
     char (*list)[EQ_CASE_KEY_MAX] = NULL;
@@ -375,6 +380,7 @@ static eq_status collect_cases(const char *dir, char (**names)[EQ_CASE_KEY_MAX],
     for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
         size_t len = strlen(e->d_name);
         if (e->d_name[0] == '.' || len <= 4 || strcmp(e->d_name + len - 4, ".ini") != 0) continue;
+        if (len - 4 >= EQ_CASE_KEY_MAX && skip_long) continue;
         if (len - 4 >= EQ_CASE_KEY_MAX) {
             st = EQ_FAIL(EQ_ERR_INPUT, "case file %s/%s: the case's name is longer than %d characters", dir,
                          e->d_name, EQ_CASE_KEY_MAX - 1);
@@ -407,7 +413,7 @@ eq_status eq_case_list(const char *dir, char names[][EQ_CASE_KEY_MAX], int max, 
     char (*all)[EQ_CASE_KEY_MAX] = NULL;
     int n = 0;
     *count = 0;
-    eq_status st = collect_cases(dir, &all, &n);
+    eq_status st = collect_cases(dir, 0, &all, &n);
     if (st == EQ_OK && n > max)
         st = EQ_FAIL(EQ_ERR_INPUT, "%d case files in %s: more than the %d this command takes", n, dir, max);
     if (st == EQ_OK) {
@@ -418,11 +424,11 @@ eq_status eq_case_list(const char *dir, char names[][EQ_CASE_KEY_MAX], int max, 
     return st;
 }
 
-/* A name `equiv --case` can mean: a file name in the cases folder, nothing else (no path). */
+/* A name `equiv --case` can mean: a file name in the cases folder, nothing else (no path). (One
+ * too long to be a case's name is refused by eq_case_load, saying so.) */
 static int is_case_name(const char *name)
 {
-    size_t len = strlen(name);
-    return len > 0 && len < EQ_CASE_KEY_MAX && name[0] != '.' && strchr(name, '/') == NULL;
+    return name[0] != '\0' && name[0] != '.' && strchr(name, '/') == NULL;
 }
 
 eq_status eq_case_load_named(const char *dir, const char *name, eq_case *out)
@@ -437,7 +443,7 @@ eq_status eq_case_load_named(const char *dir, const char *name, eq_case *out)
     }
     char (*known)[EQ_CASE_KEY_MAX] = NULL;
     int n = 0;
-    eq_status st = collect_cases(dir, &known, &n);
+    eq_status st = collect_cases(dir, 1, &known, &n);
     if (st != EQ_OK) return st;
     char list[400] = "";
     for (int i = 0; i < n; i++) append_listed(list, sizeof list, known[i]);
