@@ -8,6 +8,7 @@
 
 #include "equiv_config.h"
 #include "harness/case_file.h"
+#include "harness/runner.h"
 #include "harness/testing.h"
 #include "models/models.h"
 
@@ -37,6 +38,81 @@ static void expect_malformed(const char *name, const char *text, const char *par
 #define GOOD_HEAD "[case]\nmodel = row_parallel\ndtypes = bf16, fp32\nlayouts = dp1-tp1, dp1-tp4\n"
 #define GOOD_SIZE "[size.ci]\nseq = 4\nbatch = 2\nin_features = 8\nout_features = 4\n"
 #define GOOD_TOL "[tolerance]\nbf16 = bf16_28_layers\nfp32 = fp32_1_layer\n"
+
+/* Sizes are checked before anything is allocated: a shape whose bytes overflow or pass 2^40 is an
+ * input error, in the tensor primitives and in every model's check; the shipped sizes pass at every
+ * layout their cases list. */
+static void test_sizes_that_overflow(void)
+{
+    const int64_t fits[3] = {1 << 20, 1 << 10, 1 << 8}, too_big[3] = {1 << 20, 1 << 10, 1 << 9};
+    const int64_t overflow[3] = {INT64_C(4294967296), INT64_C(4294967296), 256}, negative[2] = {4, -1};
+    EQ_EXPECT(eq_shape_bytes(3, fits, 4) == INT64_C(1) << 40, "2^38 fp32 elements: %lld bytes",
+              (long long)eq_shape_bytes(3, fits, 4));
+    EQ_EXPECT(eq_shape_bytes(3, too_big, 4) == -1, "2^39 fp32 elements accepted");
+    EQ_EXPECT(eq_shape_numel(3, overflow) == -1 && eq_shape_bytes(3, overflow, 2) == -1, "2^72 elements accepted");
+    EQ_EXPECT(eq_shape_numel(2, negative) == -1, "a negative extent accepted");
+    eq_tensor t;
+    EQ_EXPECT(eq_tensor_init(&t, EQ_FP32, 3, overflow) == EQ_ERR_INPUT && t.data == NULL && t.ndim == 0,
+              "an overflowing shape allocated: %s", eq_error_message());
+    EQ_EXPECT(strstr(eq_error_message(), "[4294967296, 4294967296, 256]") != NULL, "message: %s", eq_error_message());
+    eq_error_clear();
+
+    /* Each model refuses, in its check, a size that makes a tensor overflow or pass 2^40 bytes. */
+    static const struct {
+        const char *model, *sizes;
+    } models[] = {
+        {"row_parallel", "seq = 2147483647\nbatch = 2147483646\nin_features = 8\nout_features = 4\n"},
+        {"column_parallel", "seq = 4\nbatch = 2\nin_features = 2147483647\nout_features = 2147483646\n"},
+        {"mlp_stack", "seq = 2147483647\nbatch = 2\nhidden = 2147483647\nffn = 4\nlayers = 2\n"},
+        {"gpt", "seq = 2147483647\nbatch = 2\nhidden = 8\nheads = 2\nffn = 8\nlayers = 2\n"},
+        {"gpt", "seq = 4\nbatch = 2\nhidden = 2147483646\nheads = 2\nffn = 8\nlayers = 2\n"},
+        {"spd", "batch = 2\nseq = 4\nd_model = 2147483647\nd_mlp = 8\nlayers = 1\nc_fc = 4\nc_down = 4\n"
+                "ci_hidden = 4\nstep = 1\nsteps = 2\n"},
+        {"spd", "batch = 2147483647\nseq = 1048576\nd_model = 8\nd_mlp = 8\nlayers = 1\nc_fc = 4\nc_down = 4\n"
+                "ci_hidden = 4\nstep = 1\nsteps = 2\n"},
+    };
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char text[1024], name[32];
+        snprintf(text, sizeof text, "[case]\nmodel = %s\ndtypes = fp32\nlayouts = dp1-tp1, dp1-tp2\n[size.ci]\n%s"
+                 "[tolerance]\nfp32 = fp32_1_layer\n", models[i].model, models[i].sizes);
+        snprintf(name, sizeof name, "overflow_%zu", i);
+        eq_case c;
+        eq_run_spec spec;
+        EQ_EXPECT_OK(eq_case_load(write_case(name, text), &c));
+        EQ_EXPECT_OK(eq_run_spec_init(&spec, &c, "ci"));
+        spec.step.dtype = EQ_FP32;
+        spec.step.layout = (eq_layout){1, 2};
+        eq_status st = eq_run_check(&spec);
+        EQ_EXPECT(st == EQ_ERR_INPUT && strstr(eq_error_message(), "more than 2^40 bytes") &&
+                      strstr(eq_error_message(), "[size.ci]") && strstr(eq_error_message(), name),
+                  "%s (%s): status %s: %s", models[i].model, name, eq_status_name(st), eq_error_message());
+        eq_error_clear();
+    }
+
+    /* The shipped cases at every size, dtype and layout they list: none refused for its size (a
+     * layout may not divide the docs size: a usage error, said as such). */
+    char names[32][EQ_CASE_KEY_MAX];
+    int n = 0;
+    EQ_EXPECT_OK(eq_case_list(EQUIV_SOURCE_ROOT "/cases", names, 32, &n));
+    for (int i = 0; i < n; i++) {
+        eq_case c;
+        eq_run_spec spec;
+        EQ_EXPECT_OK(eq_case_load_named(EQUIV_SOURCE_ROOT "/cases", names[i], &c));
+        for (int s = 0; s < c.n_sizes; s++) {
+            EQ_EXPECT_OK(eq_run_spec_init(&spec, &c, c.sizes[s].name));
+            for (int d = 0; d < c.n_dtypes; d++) {
+                for (int l = 0; l < c.n_layouts; l++) {
+                    spec.step.dtype = c.dtypes[d];
+                    spec.step.layout = c.layouts[l];
+                    eq_status st = eq_run_check(&spec);
+                    EQ_EXPECT(st == EQ_OK || (st == EQ_ERR_USAGE && strstr(eq_error_message(), "does not divide")),
+                              "%s [size.%s] refused: %s", c.name, c.sizes[s].name, eq_error_message());
+                    eq_error_clear();
+                }
+            }
+        }
+    }
+}
 
 /* Any number of cases: each loads by name whatever the directory order, and a listing that
  * cannot hold them all says so instead of leaving some out. */
@@ -256,6 +332,7 @@ int main(void)
     }
 
     test_many_cases();
+    test_sizes_that_overflow();
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", temp_dir);
