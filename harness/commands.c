@@ -265,6 +265,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         }
         spec.step.transport = &eq_transport_sim;
         spec.step.world = NULL;
+        eq_world_root_alone(&world); /* the others wait for rank 0 while it lives, not a collective */
     }
     if (cli->truth && root) {
         spec.step.dtype = EQ_FP64;

@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include "reductions/mpi_transport.h"
+#include "reductions/mpi_watch.h"
 #endif
 
 static eq_status parse_env_int(const char *name, const char *text, int lo, int *out)
@@ -98,9 +99,10 @@ eq_status eq_world_init_mpi(eq_world *w, eq_layout layout)
     EQ_TRY(eq_rank_env_read(eq_env_get, &env));
     MPI_Initialized(&initialized);
     if (!initialized) {
-        /* FUNNELED: only the main thread calls MPI (the CPU backend's threads and the watchdog
-         * never do). */
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        /* SERIALIZED: the main thread calls MPI (the CPU backend's threads never do), except while
+         * rank 0 works alone, when the watchdog thread sends its signs of life and the main thread
+         * calls none (reductions/mpi_watch.h). With less, the waits keep the plain limit. */
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
             st = EQ_FAIL(EQ_ERR_BACKEND, "MPI_Init_thread failed (launched by %s, rank %d)", env.source, env.rank);
             goto cleanup;
         }
@@ -134,6 +136,8 @@ eq_status eq_world_init_mpi(eq_world *w, eq_layout layout)
     EQ_TRY(EQ_MPI_CHECK(MPI_Comm_set_errhandler(*tp, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler"));
     EQ_TRY(EQ_MPI_CHECK(MPI_Comm_set_errhandler(*dp, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler"));
     EQ_TRY(eq_mpi_transport_init());
+    w->watching = 1;
+    EQ_TRY(eq_mpi_watch_start(*world));
 cleanup:
     return st;
 }
@@ -157,8 +161,16 @@ void eq_world_free(eq_world *w)
         free_comm(&w->tp_comm);
         free_comm(&w->dp_comm);
         free_comm(&w->world_comm);
-        if (w->initialized_mpi) MPI_Finalize();
+        if (w->initialized_mpi) {
+            /* MPI_Finalize waits for every rank: watched too, and this rank's end is no failure */
+            eq_mpi_watch_finished();
+            eq_mpi_watch_begin("MPI_Finalize (the end of the run)");
+            MPI_Finalize();
+            eq_mpi_watch_end();
+        }
     }
+    if (w->watching) eq_mpi_watch_stop();
+    w->watching = 0;
     w->initialized_mpi = 0;
 }
 
@@ -168,11 +180,14 @@ int eq_world_error_printed(void) { return error_printed; }
 
 eq_status eq_world_finish(eq_world *w, eq_status mine)
 {
-    int failed_rank = -1;
+    int failed_rank = -1, zero = 0;
     eq_status st = mine;
+    /* rank 0 failed alone while the others wait for its outcome: they get it first (the agreement
+     * then carries rank 0's error) */
+    if (eq_mpi_watch_root_owes_share()) (void)eq_world_share_int(w, &zero);
     if (w->world_comm != NULL && *(MPI_Comm *)w->world_comm != MPI_COMM_NULL) st = eq_world_agree(w, mine, &failed_rank);
     else if (mine != EQ_OK) failed_rank = w->rank; /* MPI never started: each rank says why */
-    if (st != EQ_OK && failed_rank == w->rank) {
+    if (st != EQ_OK && failed_rank == w->rank && (!w->watching || eq_mpi_watch_claim_report())) {
         fprintf(stderr, "equiv: error: rank %d: %s [%s]\n", w->rank, eq_error_message(), eq_error_where());
         fflush(stderr);
     }
@@ -196,12 +211,15 @@ eq_status eq_world_agree(const eq_world *w, eq_status mine, int *failed_rank)
     return (eq_status)code;
 }
 
+void eq_world_root_alone(const eq_world *w)
+{
+    if (w->watching) eq_mpi_watch_root_alone();
+}
+
 eq_status eq_world_share_int(const eq_world *w, int *value)
 {
-    eq_mpi_watch_begin("the broadcast of the run's outcome");
-    eq_status st = EQ_MPI_CHECK(MPI_Bcast(value, 1, MPI_INT, 0, *(MPI_Comm *)w->world_comm), "MPI_Bcast (outcome)");
-    eq_mpi_watch_end();
-    return st;
+    if (!w->watching) return EQ_FAIL(EQ_ERR_INTERNAL, "rank %d: a share in a world that is not started", w->rank);
+    return eq_mpi_watch_share_root_int(value);
 }
 
 eq_status eq_world_broadcast_bytes(const eq_world *w, void *buf, size_t bytes, int root)
@@ -217,8 +235,10 @@ eq_status eq_world_broadcast_bytes(const eq_world *w, void *buf, size_t bytes, i
 
 void eq_world_abort(const eq_world *w)
 {
-    fprintf(stderr, "equiv: error: rank %d: %s [%s]\n", w->rank, eq_error_message(), eq_error_where());
-    fflush(stderr);
+    if (!w->watching || eq_mpi_watch_claim_report()) { /* else the job's error line is out already */
+        fprintf(stderr, "equiv: error: rank %d: %s [%s]\n", w->rank, eq_error_message(), eq_error_where());
+        fflush(stderr);
+    }
     MPI_Abort(MPI_COMM_WORLD, 2);
     exit(2); /* not reached */
 }
@@ -241,6 +261,8 @@ eq_status eq_world_agree(const eq_world *w, eq_status mine, int *failed_rank)
     *failed_rank = mine == EQ_OK ? -1 : 0;
     return mine;
 }
+
+void eq_world_root_alone(const eq_world *w) { (void)w; }
 
 eq_status eq_world_share_int(const eq_world *w, int *value)
 {

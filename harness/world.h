@@ -39,6 +39,7 @@ typedef struct {
     const eq_transport *transport;
     void *world_comm, *tp_comm, *dp_comm; /* the transport's handles (mpi: MPI_Comm *) */
     int initialized_mpi;                  /* this process called MPI_Init (and will finalize) */
+    int watching;                         /* under the watch of reductions/mpi_watch.h (to stop) */
     /* --comm nccl: the collectives run on NCCL communicators over this MPI world (world_nccl.c);
      * the groups below replace the MPI ones, and `release_collectives` frees them first. */
     int has_collective_groups;
@@ -79,13 +80,21 @@ eq_group eq_world_dp_group(const eq_world *w, eq_algo algo);
 eq_status eq_world_agree(const eq_world *w, eq_status mine, int *failed_rank);
 
 /* The end of a run every rank reached (the same point on all): agrees on the outcome
- * (eq_world_agree), prints the first failing rank's error there ("equiv: error: rank R: ..."),
- * then frees the world (MPI_Finalize). Returns the agreed status; eq_world_error_printed() says
- * whether the error line is out. */
+ * (eq_world_agree; where rank 0 failed alone after eq_world_root_alone, it first ends the others'
+ * wait), prints the first failing rank's error there ("equiv: error: rank R: ..."), then frees the
+ * world (MPI_Finalize). Returns the agreed status; eq_world_error_printed() says whether the error
+ * line is out. */
 eq_status eq_world_finish(eq_world *w, eq_status mine);
 int eq_world_error_printed(void);
 
-/* Rank 0's *value on every rank. */
+/* Every rank, once the steps they take together are done: rank 0 goes on alone (the dp1-tp1
+ * references, the comparisons, the reports) while the others wait in eq_world_share_int. That wait
+ * is no collective: rank 0 sends signs of life, and the others wait as long as it lives
+ * (reductions/mpi_watch.h). Rank 0 calls no MPI function until eq_world_share_int or
+ * eq_world_finish. */
+void eq_world_root_alone(const eq_world *w);
+
+/* Rank 0's *value on every rank; the others wait for it without using the CPU. */
 eq_status eq_world_share_int(const eq_world *w, int *value);
 
 /* `bytes` bytes of buf from world rank `root` to every rank: how a transport bootstrapped over
@@ -94,8 +103,8 @@ eq_status eq_world_share_int(const eq_world *w, int *value);
 eq_status eq_world_broadcast_bytes(const eq_world *w, void *buf, size_t bytes, int root);
 
 /* A failure on this rank that the others cannot know of (they may be waiting in a collective):
- * prints "equiv: error: rank R: message [where]" and ends every rank with exit status 2
- * (MPI_Abort). Does not return. */
+ * prints "equiv: error: rank R: message [where]" (unless the job's error line is out already) and
+ * ends every rank with exit status 2 (MPI_Abort). Does not return. */
 void eq_world_abort(const eq_world *w);
 
 #endif

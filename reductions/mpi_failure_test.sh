@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mpi_failure_test.sh MPIRUN NP PATTERN MAX_SECONDS PROGRAM [ARGS...]: PROGRAM on NP ranks must end
-# with exit status 2 within MAX_SECONDS, and its standard error must match PATTERN (grep -E): a
-# failing or hanging rank is an error naming the rank, never a hang. MPIRUN "none": skipped (77).
+# with exit status 2 within MAX_SECONDS, and its standard error must hold one 'equiv: error:' line,
+# matching PATTERN (grep -E): a failing or hanging rank is one error naming the rank, never a hang.
+# MPIRUN "none": skipped (77).
 set -u
 mpirun=$1 np=$2 pattern=$3 max_seconds=$4
 shift 4
@@ -22,5 +23,7 @@ fail=0
 if [ "$status" -ne 2 ]; then echo "exit status $status, want 2"; fail=1; fi
 if [ "$elapsed" -gt "$max_seconds" ]; then echo "took ${elapsed} s, want <= ${max_seconds} s"; fail=1; fi
 if ! grep -Eq "$pattern" "$err"; then echo "standard error does not match: $pattern"; fail=1; fi
+lines=$(grep -c '^equiv: error:' "$err")
+if [ "$lines" -ne 1 ]; then echo "$lines 'equiv: error:' lines, want 1"; fail=1; fi
 [ "$fail" -eq 0 ] && echo "exit status 2 after ${elapsed} s, message matches"
 exit $fail

@@ -21,16 +21,13 @@
 
 #include <limits.h>
 #include <mpi.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "harness/bf16.h"
 #include "reductions/fold.h"
+#include "reductions/mpi_watch.h"
 
 static int world_rank(void)
 {
@@ -48,77 +45,6 @@ eq_status eq_mpi_check(int rc, const char *what, const char *file, int line)
     int len = 0;
     if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", rc);
     return eq_fail(EQ_ERR_BACKEND, file, line, "rank %d: %s failed: %s", world_rank(), what, text);
-}
-
-/* ---- The watchdog: one thread that ends the process when a wait outlasts the limit. ---- */
-
-static atomic_llong watch_since_ns; /* 0: no wait in progress */
-static const char *_Atomic watch_what;
-static double watch_limit_s;
-static pthread_t watch_thread;
-static atomic_int watch_stop;
-static int watch_running;
-
-static long long now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static void *watchdog(void *unused)
-{
-    const struct timespec tick = {0, 100 * 1000 * 1000};
-    const int rank = world_rank();
-    while (!atomic_load(&watch_stop)) {
-        long long since = atomic_load(&watch_since_ns);
-        if (since != 0 && (double)(now_ns() - since) * 1e-9 > watch_limit_s) {
-            /* Not MPI_Abort: this thread may not call MPI. The launcher sees exit status 2 and ends
-             * the job. */
-            fprintf(stderr,
-                    "equiv: error: rank %d: %s did not finish within %g s (EQUIV_COLLECTIVE_TIMEOUT_S): "
-                    "another rank died, hangs or skipped it\n",
-                    rank, atomic_load(&watch_what), watch_limit_s);
-            fflush(stderr);
-            _exit(2);
-        }
-        nanosleep(&tick, NULL);
-    }
-    return unused;
-}
-
-void eq_mpi_watch_begin(const char *what)
-{
-    atomic_store(&watch_what, what);
-    atomic_store(&watch_since_ns, now_ns());
-}
-
-void eq_mpi_watch_end(void) { atomic_store(&watch_since_ns, 0); }
-
-static eq_status watch_start(void)
-{
-    const char *text = getenv("EQUIV_COLLECTIVE_TIMEOUT_S");
-    watch_limit_s = 300.0;
-    if (text != NULL && text[0] != '\0') {
-        char *end = NULL;
-        watch_limit_s = strtod(text, &end);
-        if (end == text || *end != '\0' || !(watch_limit_s >= 0.0 && watch_limit_s < 1e7))
-            return EQ_FAIL(EQ_ERR_USAGE, "EQUIV_COLLECTIVE_TIMEOUT_S wants seconds >= 0, got '%s'", text);
-    }
-    if (watch_limit_s == 0.0) return EQ_OK; /* no limit */
-    atomic_store(&watch_stop, 0);
-    if (pthread_create(&watch_thread, NULL, watchdog, NULL) != 0)
-        return EQ_FAIL(EQ_ERR_BACKEND, "rank %d: cannot start the collective watchdog thread", world_rank());
-    watch_running = 1;
-    return EQ_OK;
-}
-
-static void watch_stop_thread(void)
-{
-    if (!watch_running) return;
-    atomic_store(&watch_stop, 1);
-    pthread_join(watch_thread, NULL);
-    watch_running = 0;
 }
 
 /* ---- The bf16 operation of --algo mpi. ---- */
@@ -140,14 +66,12 @@ eq_status eq_mpi_transport_init(void)
     if (transport_users++ > 0) return EQ_OK;
     eq_status st = EQ_MPI_CHECK(MPI_Op_create(bf16_sum_fn, 0 /* non-commutative: keep rank order */, &bf16_sum),
                                 "MPI_Op_create (bf16 sum)");
-    if (st != EQ_OK) return st;
-    return watch_start();
+    return st;
 }
 
 void eq_mpi_transport_free(void)
 {
     if (transport_users == 0 || --transport_users > 0) return;
-    watch_stop_thread();
     if (bf16_sum != MPI_OP_NULL) MPI_Op_free(&bf16_sum);
     bf16_sum = MPI_OP_NULL;
 }

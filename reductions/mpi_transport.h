@@ -19,10 +19,11 @@
  * c-1, one rank off NCCL's) or Rabenseifner's reduce-scatter + all-gather by size: no fixed order.
  *
  * Errors: every MPI call's return code is checked (the communicators use MPI_ERRORS_RETURN) and
- * becomes EQ_ERR_BACKEND naming the world rank, the collective and the MPI call. A collective that
- * does not finish within EQUIV_COLLECTIVE_TIMEOUT_S seconds (default 300; 0: no limit) ends the
- * process with exit status 2 and a line naming the rank and the collective: a rank that died or
- * hangs cannot make the others wait forever. */
+ * becomes EQ_ERR_BACKEND naming the world rank, the collective and the MPI call. Every collective
+ * waits under the watch of reductions/mpi_watch.h: one that does not finish within
+ * EQUIV_COLLECTIVE_TIMEOUT_S seconds (default 300; 0: no limit) ends the job with exit status 2 and
+ * one line naming the rank that did not arrive: a rank that died or hangs cannot make the others
+ * wait forever. */
 #ifndef EQUIV_REDUCTIONS_MPI_TRANSPORT_H
 #define EQUIV_REDUCTIONS_MPI_TRANSPORT_H
 
@@ -32,8 +33,8 @@
 #if EQUIV_HAVE_MPI
 extern const eq_transport eq_transport_mpi;
 
-/* Called after MPI_Init by each world (harness/world.c): the first creates the bf16 operation and
- * starts the collective watchdog; the last _free undoes it, before MPI_Finalize. */
+/* Called after MPI_Init by each world (harness/world.c): the first creates the bf16 operation; the
+ * last _free frees it, before MPI_Finalize. */
 eq_status eq_mpi_transport_init(void);
 void eq_mpi_transport_free(void);
 
@@ -41,11 +42,6 @@ void eq_mpi_transport_free(void);
  * message" unless MPI_SUCCESS. */
 eq_status eq_mpi_check(int rc, const char *what, const char *file, int line);
 #define EQ_MPI_CHECK(call, what) eq_mpi_check((call), (what), __FILE__, __LINE__)
-
-/* The watchdog around a blocking step that waits for other ranks (a collective, an agreement):
- * begin names it, end clears it. Not nested. */
-void eq_mpi_watch_begin(const char *what);
-void eq_mpi_watch_end(void);
 #endif
 
 #endif
