@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Faults under mpirun (reductions/mpi_watch.h): rank 0 working alone is no collective timeout, and a
+# rank that is killed or stopped is named in one equiv line, once.
+#   mpi_fault_test.sh MPIRUN EQUIV PART          (MPIRUN "none": skipped, exit 77)
+# PART
+#   root_alone    EQUIV_COLLECTIVE_TIMEOUT_S=3, and rank 0 spends longer than that alone in the
+#                 dp1-tp1 runs (the reference and --truth's fp64 run): the job passes with a report.
+#   killed        kill -9 of rank 2 mid-run: one line naming rank 2 and its pid.
+#   killed_root   kill -9 of rank 0 while the others wait for its reference: one line naming rank 0.
+#   stopped       kill -STOP of rank 2 mid-run, 3 s limit: one line naming rank 2 as stopped, exit 2.
+#   stopped_root  kill -STOP of rank 0 while the others wait for its reference: one line naming it.
+# Each run is plain mpirun (no -q): its own messages stay, and equiv's lines are counted among them.
+set -u
+mpirun=$1 equiv=$2 part=$3
+if [ "$mpirun" = none ]; then
+    echo "no mpirun or no MPI in this build: skipped"
+    exit 77
+fi
+work=$(mktemp -d)
+victim=""
+cleanup() {
+    # a stopped or surviving rank of a failed check must not outlive the test
+    if [ -n "$victim" ]; then kill -CONT "$victim" 2>/dev/null; kill -9 "$victim" 2>/dev/null; fi
+    [ -n "${job:-}" ] && kill -9 "$job" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+fail=0
+bad() { echo "FAIL: $part: $*"; fail=1; }
+
+# with_seq SEQ: row_parallel with a size "wait" between ci and docs (docs' features, SEQ x 2 rows):
+# its dp1-tp1 runs take seconds, not minutes.
+mkdir -p "$work/cases"
+with_seq() {
+    sed "s/^\\[size\\.ci\\]/[size.wait]\\nseq = $1\\nbatch = 2\\nin_features = 4096\\nout_features = 1024\\n\\n&/" \
+        "$(dirname "$0")/row_parallel.ini" >"$work/cases/row_parallel.ini"
+}
+with_seq 1536
+wait_args=(--cases-dir "$work/cases" --case row_parallel --size wait --dtype bf16 --comm mpi)
+
+# rank_pid RANK: that rank's pid among mpirun's children (its OMPI_COMM_WORLD_RANK says), once the
+# rank's watch is armed (it catches SIGTERM: /proc/PID/status SigCgt bit 14); waits up to 30 s.
+rank_pid() {
+    local c i
+    for ((i = 0; i < 300; i++)); do
+        for c in $(pgrep -P "$job"); do
+            tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" || continue
+            local mask
+            mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$c/status" 2>/dev/null)
+            [ -n "$mask" ] && (((0x$mask >> 14) & 1)) && { echo "$c"; return 0; }
+        done
+        sleep 0.1
+    done
+    return 1
+}
+
+# start NP ARGS...: the job in the background ($job), its outputs in $work/out.txt and err.txt.
+start() {
+    local np=$1
+    shift
+    t0=$(date +%s)
+    "$mpirun" -np "$np" "$equiv" "$@" >"$work/out.txt" 2>"$work/err.txt" &
+    job=$!
+}
+
+# finish: waits for the job; $status, $elapsed; every 'equiv:' line but -v's 'ran' lines in $lines.
+finish() {
+    wait "$job"
+    status=$?
+    job=""
+    elapsed=$(($(date +%s) - t0))
+    lines=$(cat "$work/out.txt" "$work/err.txt" | grep '^equiv:' | grep -v '^equiv: ran ')
+    if [ -n "$victim" ]; then # the launcher ends every rank, the stopped one too (an exit takes a moment)
+        local state i
+        for ((i = 0; i < 50; i++)); do
+            state=$(awk '{print $3}' "/proc/$victim/stat" 2>/dev/null)
+            case "$state" in "" | Z | X) break ;; esac
+            sleep 0.1
+        done
+        case "$state" in
+        "" | Z | X) ;;
+        *)
+            bad "rank $rank (pid $victim) outlived the job (state $state)"
+            kill -CONT "$victim" 2>/dev/null
+            kill -9 "$victim" 2>/dev/null
+            ;;
+        esac
+        victim="" # its pid stays in $pid for the checks
+    fi
+}
+
+# one_line REGEX: equiv printed exactly one line, and it matches.
+one_line() {
+    local n
+    n=$(printf '%s' "$lines" | grep -c '^equiv:')
+    [ "$n" -eq 1 ] || bad "$n equiv lines, want 1:"$'\n'"$lines"
+    printf '%s\n' "$lines" | grep -Eq "$1" || bad "the line does not match '$1':"$'\n'"$lines"
+}
+
+# until_alone: waits (up to 120 s) until rank 0 has finished the layout's run (-v's line) and goes on alone.
+until_alone() {
+    local i
+    for ((i = 0; i < 1200; i++)); do
+        grep -q '^equiv: ran row_parallel bf16 dp1-tp. (mpi)' "$work/err.txt" && return 0
+        kill -0 "$job" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+case "$part" in
+root_alone)
+    export EQUIV_COLLECTIVE_TIMEOUT_S=3
+    # The check proves something only if rank 0 is alone for longer than the limit: on a machine
+    # where the dp1-tp1 runs take less, the size doubles.
+    for seq in 1536 3072 6144; do
+        with_seq "$seq"
+        rm -rf "$work/runs"
+        start 2 "${wait_args[@]}" --tp 2 --truth -v --out "$work/runs"
+        finish
+        alone=$(awk '/^equiv: ran row_parallel .* dp1-tp1 \(sim\) in/ {s += $(NF - 1)} END {print s + 0}' "$work/err.txt")
+        [ "$status" -ne 0 ] && break
+        awk -v s="$alone" 'BEGIN {exit !(s > 3)}' && break
+        echo "rank 0's dp1-tp1 runs took $alone s at seq $seq, not more than the 3 s limit: a larger size"
+    done
+    awk -v s="$alone" 'BEGIN {exit !(s > 3)}' || bad "rank 0's dp1-tp1 runs took $alone s, not more than the 3 s limit"
+    [ "$status" -eq 0 ] || bad "exit status $status, want 0"
+    printf '%s\n' "$lines" | grep -q '^equiv: error' && bad "equiv said: $lines"
+    [ "$(grep -c '^## equiv report' "$work/out.txt")" -eq 1 ] || bad "no report (or more than one) on stdout"
+    [ -f "$work/runs/report.md" ] || bad "no report.md written"
+    [ "$fail" -eq 0 ] && echo "ok: rank 0 alone ${alone} s in its dp1-tp1 runs (seq $seq) under a 3 s limit; exit status 0 after ${elapsed} s, one report"
+    ;;
+killed | killed_root)
+    export EQUIV_COLLECTIVE_TIMEOUT_S=60
+    rank=2
+    [ "$part" = killed_root ] && rank=0
+    start 4 "${wait_args[@]}" --tp 4 -v
+    victim=$(rank_pid "$rank") || { bad "rank $rank never armed its watch"; exit 1; }
+    pid=$victim
+    [ "$part" = killed_root ] && { until_alone || bad "rank 0 never went on alone"; }
+    kill -9 "$pid"
+    finish
+    [ "$status" -ne 0 ] || bad "exit status 0 after rank $rank was killed"
+    one_line "^equiv: error: rank $rank \\(pid $pid on [^)]+\\) was killed by a signal or crashed"
+    [ "$elapsed" -le 20 ] || bad "took $elapsed s"
+    [ "$fail" -eq 0 ] && echo "ok: exit status $status after ${elapsed} s: $lines"
+    ;;
+stopped | stopped_root)
+    export EQUIV_COLLECTIVE_TIMEOUT_S=3
+    rank=2 want="it did not arrive at "
+    [ "$part" = stopped_root ] && rank=0 want="rank [123] heard nothing from it for 3 s \\(EQUIV_COLLECTIVE_TIMEOUT_S\\) while it waited for rank 0's references"
+    start 4 "${wait_args[@]}" --tp 4 --truth -v
+    victim=$(rank_pid "$rank") || { bad "rank $rank never armed its watch"; exit 1; }
+    pid=$victim
+    if [ "$part" = stopped_root ]; then
+        until_alone || bad "rank 0 never went on alone"
+        sleep 1 # alone already: the wait is carried by its signs of life, then they stop
+    fi
+    kill -STOP "$pid"
+    finish
+    [ "$status" -eq 2 ] || bad "exit status $status, want 2"
+    one_line "^equiv: error: rank $rank \\(pid $pid on [^)]+\\) is stopped \\(SIGSTOP, or a debugger holds it\\): $want"
+    [ "$elapsed" -le 40 ] || bad "took $elapsed s"
+    [ "$fail" -eq 0 ] && echo "ok: exit status 2 after ${elapsed} s: $lines"
+    ;;
+*)
+    echo "mpi_fault_test.sh: unknown part '$part'"
+    exit 2
+    ;;
+esac
+if [ "$fail" -ne 0 ]; then
+    echo "--- standard error:"
+    cat "$work/err.txt"
+fi
+exit $fail
