@@ -13,7 +13,12 @@
  *   hang R   every rank but R enters an all_reduce; R sleeps. The others must end with exit status
  *            2 and a message naming their rank within EQUIV_COLLECTIVE_TIMEOUT_S.
  *   fail R   rank R fails on its own while the others wait in an all_reduce: exit status 2 and a
- *            message naming rank R (eq_world_abort). */
+ *            message naming rank R (eq_world_abort).
+ *   alone S  rank 0 goes on alone (eq_world_root_alone) for S seconds, longer than
+ *            EQUIV_COLLECTIVE_TIMEOUT_S, while the others wait in eq_world_share_int: they must get
+ *            its value, and no rank times out (its signs of life restart their clock).
+ *   stop R   rank R stops itself (SIGSTOP): before the all_reduce the others then wait in, or, for
+ *            rank 0, once alone. One line must name rank R as stopped (reductions/mpi_watch.h). */
 #include "equiv_config.h"
 
 #include <stdio.h>
@@ -28,6 +33,7 @@ int main(void)
 
 #include <math.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -345,6 +351,7 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "check";
     const int special = argc > 2 ? atoi(argv[2]) : -1;
     const int n = world_size_from_env();
+    char where[64];
     eq_world w;
     if (n > MAX_N) {
         fprintf(stderr, "mpi_transport_test: at most %d ranks\n", MAX_N);
@@ -356,6 +363,26 @@ int main(int argc, char **argv)
         return 2;
     }
     setup s = {&w, *(MPI_Comm *)w.tp_comm, eq_world_tp_group(&w, EQ_ALGO_RING), n, w.tp_rank};
+    if (strcmp(mode, "alone") == 0) {
+        int value = w.rank == 0 ? 4242 : -1;
+        eq_world_root_alone(&w);
+        if (w.rank == 0) sleep((unsigned)special);
+        EQ_EXPECT_OK(eq_world_share_int(&w, &value));
+        EQ_EXPECT(value == 4242, "rank %d: rank 0's value arrived as %d", w.rank, value);
+        eq_world_free(&w);
+        snprintf(where, sizeof where, "mpi_transport_test alone, rank %d", w.rank);
+        return eq_test_finish(where);
+    }
+    if (strcmp(mode, "stop") == 0) {
+        int value = 0;
+        float x[4] = {1, 2, 3, 4};
+        void *bufs[1] = {x};
+        if (special == 0) eq_world_root_alone(&w);
+        if (w.rank == special) raise(SIGSTOP); /* the others' watchdog must name this rank, once */
+        eq_status st = special == 0 ? eq_world_share_int(&w, &value) : eq_all_reduce(&s.group, bufs, 4, EQ_FP32, EQ_REDOP_SUM);
+        fprintf(stderr, "rank %d: the wait returned %d: the stopped rank was not noticed\n", w.rank, (int)st);
+        return 0; /* the test wants 2 */
+    }
     if (strcmp(mode, "hang") == 0 || strcmp(mode, "fail") == 0) {
         float x[4] = {1, 2, 3, 4};
         void *bufs[1] = {x};
@@ -369,7 +396,6 @@ int main(int argc, char **argv)
         eq_world_free(&w);
         return 0; /* the test wants 2 */
     }
-    char where[64];
     snprintf(where, sizeof where, "%d ranks", n);
     check_emulated(&s, where);
     check_mpi_algorithm(&s);
