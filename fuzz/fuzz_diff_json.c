@@ -15,18 +15,21 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Also fuzz/corpus/diff_json/minimal.json. Results: a bit-exact input, a block output "out" over
- * two layers (one within, one failing with non-finite metrics), and text that needs escaping. */
+/* Also fuzz/corpus/diff_json/minimal.json. Its bf16 cell holds the paths of the seeds' row_parallel
+ * reports with worse values (an input no longer bit-exact, the block output outside its tolerance,
+ * a second layer's output infinite and only here), so that either way round a seed's cell has
+ * regressions, fixes and tensors on one side only, and the blocks and charts are written; the text
+ * needs escaping. */
 static const char fixed_report[] =
     "{\"equiv_report\": 1, \"comparisons\": ["
     "{\"test\": {\"case\": \"row_parallel\", \"dtype\": \"bf16\", \"dp\": 1, \"tp\": 2, \"algorithm\": \"ring\","
     " \"grads\": \"avg\", \"size\": \"ci\"}, \"results\": ["
-    "{\"path\": \"layers/00/input\", \"layer\": 0, \"name\": \"input\", \"observed\": \"bit-exact\","
-    " \"as_expected\": true, \"diagnosis\": \"bit-exact\", \"metrics\": {\"max_abs\": 0.0, \"mean_abs\": 0.0}},"
-    "{\"path\": \"layers/00/out\", \"layer\": 0, \"name\": \"out\", \"observed\": \"within\","
-    " \"as_expected\": true, \"diagnosis\": \"rounding\", \"metrics\": {\"max_abs\": 0.0078125, \"mean_abs\": 1e-05}},"
+    "{\"path\": \"layers/00/input\", \"layer\": 0, \"name\": \"input\", \"observed\": \"within\","
+    " \"as_expected\": false, \"diagnosis\": \"differs\", \"metrics\": {\"max_abs\": 0.001, \"mean_abs\": 0.0001}},"
+    "{\"path\": \"layers/00/out\", \"layer\": 0, \"name\": \"out\", \"observed\": \"OUTSIDE\","
+    " \"as_expected\": false, \"diagnosis\": \"x4 <b>|`&\", \"metrics\": {\"max_abs\": 0.5, \"mean_abs\": 0.01}},"
     "{\"path\": \"layers/01/out\", \"layer\": 1, \"name\": \"out\", \"observed\": \"NON-FINITE\","
-    " \"as_expected\": false, \"diagnosis\": \"x4 <b>|`&\", \"metrics\": {\"max_abs\": \"Infinity\", \"mean_abs\": \"NaN\"}}]},"
+    " \"as_expected\": false, \"diagnosis\": \"inf\", \"metrics\": {\"max_abs\": \"Infinity\", \"mean_abs\": 0.5}}]},"
     "{\"test\": {\"case\": \"row_parallel\", \"dtype\": \"fp32\", \"dp\": 1, \"tp\": 2, \"algorithm\": \"ring\","
     " \"grads\": \"avg\", \"size\": \"ci\"}, \"results\": ["
     "{\"path\": \"layers/00/out\", \"layer\": 0, \"name\": \"out\", \"observed\": \"within\","
