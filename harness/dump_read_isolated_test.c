@@ -98,6 +98,7 @@ int main(void)
     EQ_EXPECT_OK(eq_dump_read(path, &direct));
     EQ_EXPECT_OK(eq_dump_read_isolated(path, &isolated));
     expect_same(&direct, &isolated);
+    eq_capture_free(&direct);
     eq_capture_free(&isolated);
 
     /* 2. equiv's own error in the child: the same message, at the same place */
