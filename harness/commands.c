@@ -79,6 +79,15 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
 }
 
+/* The run's dump into --out (nothing without --out). */
+static eq_status write_dump(eq_out *out, const eq_capture *cap)
+{
+    if (!eq_out_active(out)) return EQ_OK;
+    char name[EQ_DUMP_FILENAME_MAX], path[4400];
+    eq_status st = eq_out_path(out, eq_dump_filename(&cap->meta, name, sizeof name), path, sizeof path);
+    return st == EQ_OK ? eq_dump_write(path, cap) : st;
+}
+
 /* Runs spec, dumps it under --out, and says how long it took with -v. Under --comm mpi every rank
  * runs its part and ends with the full capture; only rank 0 writes and speaks. */
 static eq_status run_and_dump(const eq_cli *cli, eq_out *out, const eq_run_spec *spec, eq_capture *cap)
@@ -93,10 +102,7 @@ static eq_status run_and_dump(const eq_cli *cli, eq_out *out, const eq_run_spec 
         fprintf(stderr, "equiv: ran %s %s %s (%s) in %.2f s\n", spec->kase->name, eq_dtype_name(spec->step.dtype),
                 eq_layout_name(spec->step.layout, layout, sizeof layout), spec->step.transport->name,
                 seconds_since(&t0));
-    if (!eq_out_active(out)) return EQ_OK;
-    char name[EQ_DUMP_FILENAME_MAX], path[4400];
-    st = eq_out_path(out, eq_dump_filename(&cap->meta, name, sizeof name), path, sizeof path);
-    return st == EQ_OK ? eq_dump_write(path, cap) : st;
+    return write_dump(out, cap);
 }
 
 /* The layouts to check: the one asked for, else every layout of the case but the reference
@@ -257,15 +263,17 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         spec.step.bugs = cli->bugs;
         spec.step.transport = world.transport;
         spec.step.world = &world;
+        eq_out not_yet = {0}; /* rank 0 writes the layout's dumps once the others wait for it, below */
         for (int i = 0; i < n_dtypes; i++) {
             spec.step.dtype = dtypes[i];
-            st = run_and_dump(cli, &out, &spec, &distributed[i]);
+            st = run_and_dump(cli, &not_yet, &spec, &distributed[i]);
             /* a failure on one rank mid-run: the others may wait in a collective, so end them all */
             if (st != EQ_OK) eq_world_abort(&world);
         }
         spec.step.transport = &eq_transport_sim;
         spec.step.world = NULL;
         eq_world_root_alone(&world); /* the others wait for rank 0 while it lives, not a collective */
+        for (int i = 0; i < n_dtypes && root; i++) EQ_TRY(write_dump(&out, &distributed[i]));
     }
     if (cli->truth && root) {
         spec.step.dtype = EQ_FP64;
