@@ -14,14 +14,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "harness/signal_chain.h"
+
 #define TEMP_PREFIX ".equiv-tmp."
 
 /* ---- removal in a signal handler: system calls only ---- */
 
-static const int caught[] = {SIGINT, SIGTERM, SIGHUP};
-#define N_CAUGHT ((int)(sizeof caught / sizeof caught[0]))
-static struct sigaction previous[N_CAUGHT];
-static int armed[N_CAUGHT];
+static eq_signal_chain chain;
 static char active_temp[4200];  /* the private folder a signal removes ("" when none) */
 static char active_dir[4096];   /* --out, removed too when created_dir (rmdir: only if empty) */
 static volatile sig_atomic_t active_created_dir;
@@ -52,41 +51,18 @@ static void remove_flat_dir_signal_safe(const char *path)
     rmdir(path);
 }
 
-static void on_signal(int sig)
+static void on_signal(int sig, siginfo_t *info, void *context)
 {
+    (void)info;
+    (void)context;
     if (active_temp[0] != '\0') remove_flat_dir_signal_safe(active_temp);
     if (active_created_dir) rmdir(active_dir);
-    /* then as the signal would have ended the process without us: the earlier handler, or the
-     * default action, delivered when this handler returns (the signal is blocked until then) */
-    for (int i = 0; i < N_CAUGHT; i++)
-        if (caught[i] == sig && armed[i]) {
-            sigaction(sig, &previous[i], NULL);
-            armed[i] = 0;
-        }
-    raise(sig);
-}
-
-static void arm(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < N_CAUGHT; i++) sigaddset(&sa.sa_mask, caught[i]);
-    for (int i = 0; i < N_CAUGHT; i++) {
-        struct sigaction now;
-        if (sigaction(caught[i], NULL, &now) != 0 || now.sa_handler == SIG_IGN) continue; /* nohup: stay ignored */
-        if (sigaction(caught[i], &sa, &previous[i]) == 0) armed[i] = 1;
-    }
+    eq_signal_chain_pass_on(&chain, sig); /* then as the signal would have ended the process */
 }
 
 static void disarm(void)
 {
-    for (int i = 0; i < N_CAUGHT; i++)
-        if (armed[i]) {
-            sigaction(caught[i], &previous[i], NULL);
-            armed[i] = 0;
-        }
+    eq_signal_chain_disarm(&chain);
     active_temp[0] = '\0';
     active_created_dir = 0;
 }
@@ -180,7 +156,7 @@ eq_status eq_out_open(eq_out *out, const char *dir)
     snprintf(active_temp, sizeof active_temp, "%s", out->temp);
     snprintf(active_dir, sizeof active_dir, "%s", out->dir);
     active_created_dir = out->created_dir;
-    arm();
+    eq_signal_chain_arm(&chain, on_signal);
     return EQ_OK;
 }
 
@@ -210,7 +186,7 @@ eq_status eq_out_commit(eq_out *out)
     if (!eq_out_active(out) || out->temp[0] == '\0') return EQ_OK;
     sigset_t block, before;
     sigemptyset(&block);
-    for (int i = 0; i < N_CAUGHT; i++) sigaddset(&block, caught[i]);
+    for (int i = 0; i < EQ_SIGNAL_CHAIN_N; i++) sigaddset(&block, eq_signal_chain_signals[i]);
     sigprocmask(SIG_BLOCK, &block, &before); /* a signal now would leave half a set: it waits */
     int dfd = open(out->dir, O_RDONLY | O_DIRECTORY);
     if (dfd < 0 || flock(dfd, LOCK_EX) != 0) {

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/signal_chain.h"
 #include "reductions/mpi_transport.h"
 
 /* The host's states live in memory the host's ranks share: they must be lock-free. */
@@ -377,10 +378,7 @@ eq_status eq_mpi_watch_share_root_int(int *value)
 
 /* ---- The signal handlers. ---- */
 
-static const int caught[] = {SIGTERM, SIGINT, SIGHUP};
-#define N_CAUGHT ((int)(sizeof caught / sizeof caught[0]))
-static struct sigaction previous[N_CAUGHT];
-static int armed[N_CAUGHT];
+static eq_signal_chain chain;
 
 static const char *signal_name(int sig)
 {
@@ -419,29 +417,8 @@ static void on_signal(int sig, siginfo_t *info, void *context)
             emit(&l);
         }
     }
-    /* then as the signal would have ended the process without us: the earlier handler, or the
-     * default action, delivered when this handler returns (the signal is blocked until then) */
-    for (int i = 0; i < N_CAUGHT; i++)
-        if (caught[i] == sig && armed[i]) {
-            sigaction(sig, &previous[i], NULL);
-            armed[i] = 0;
-        }
-    raise(sig);
-}
-
-static void arm_handlers(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < N_CAUGHT; i++) sigaddset(&sa.sa_mask, caught[i]);
-    for (int i = 0; i < N_CAUGHT; i++) {
-        struct sigaction now;
-        if (armed[i] || sigaction(caught[i], NULL, &now) != 0 || now.sa_handler == SIG_IGN) continue; /* nohup */
-        if (sigaction(caught[i], &sa, &previous[i]) == 0) armed[i] = 1;
-    }
+    /* then as the signal would have ended the process without us (harness/signal_chain.h) */
+    eq_signal_chain_pass_on(&chain, sig);
 }
 
 /* ---- Start and stop. ---- */
@@ -550,7 +527,7 @@ static eq_status meet_the_ranks(MPI_Comm world)
                         "MPI_Allgather (every rank's pid and host)"));
     EQ_TRY(open_host_table(world));
     EQ_TRY(EQ_MPI_CHECK(MPI_Comm_dup(world, &control), "MPI_Comm_dup (the watch's messages)"));
-    arm_handlers();
+    eq_signal_chain_arm(&chain, on_signal);
 cleanup:
     return st;
 }
