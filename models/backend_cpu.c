@@ -14,6 +14,7 @@
 
 #include "equiv_config.h"
 #include "harness/bf16.h"
+#include "harness/parallel.h"
 #include "models/backend.h"
 #include "models/gemm_blas.h"
 #include "models/gemm_ordered.h"
@@ -46,61 +47,46 @@ static eq_status serial_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
 
 /* OpenBLAS's own threading is not shape-invariant: with 2 threads, a GEMM over a quarter of the
  * columns rounded differently from the full one (models/backend_test.c caught it). So OpenBLAS
- * runs single-threaded and equiv splits the rows of C over its own threads: rows never interact,
- * and each block is a serial GEMM. */
+ * runs single-threaded and equiv splits the rows of C over its own threads (harness/parallel.h):
+ * rows never interact, and each block is a serial GEMM. */
 #define MIN_ROWS_PER_THREAD 128
-#define MAX_THREADS 16
 
 typedef struct {
     eq_dtype dt;
-    int64_t M, N, K, lda, ldb, ldc;
-    const void *A, *B;
-    void *C;
-    eq_status st;
-} gemm_block;
+    int64_t N, K, lda, ldb, ldc;
+    const char *A, *B;
+    char *C;
+    pthread_mutex_t lock;
+    eq_status st; /* the first failure, its message copied from the worker's thread */
+    char message[256];
+} gemm_rows;
 
-static void *run_gemm_block(void *arg)
+static void run_gemm_rows(void *ctx, int64_t r0, int64_t r1)
 {
-    gemm_block *g = arg;
-    g->st = serial_gemm(g->dt, g->M, g->N, g->K, g->A, g->lda, g->B, g->ldb, g->C, g->ldc);
-    return NULL;
-}
-
-static int worker_count(int64_t M)
-{
-    static int cores = 0;
-    if (cores == 0) {
-        long online = sysconf(_SC_NPROCESSORS_ONLN);
-        cores = online < 1 ? 1 : online > MAX_THREADS ? MAX_THREADS : (int)online;
+    gemm_rows *g = ctx;
+    const size_t elem = eq_dtype_size(g->dt);
+    eq_status st = serial_gemm(g->dt, r1 - r0, g->N, g->K, g->A + (size_t)(r0 * g->lda) * elem, g->lda, g->B,
+                               g->ldb, g->C + (size_t)(r0 * g->ldc) * elem, g->ldc);
+    if (st == EQ_OK) return;
+    pthread_mutex_lock(&g->lock);
+    if (g->st == EQ_OK) {
+        g->st = st;
+        snprintf(g->message, sizeof g->message, "%s (%s)", eq_error_message(), eq_error_where());
     }
-    int64_t by_rows = M / MIN_ROWS_PER_THREAD;
-    return by_rows < 1 ? 1 : by_rows < cores ? (int)by_rows : cores;
+    pthread_mutex_unlock(&g->lock);
+    eq_error_clear();
 }
 
 static eq_status threaded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
                               const void *B, int64_t ldb, void *C, int64_t ldc)
 {
     choose_kernel(dt);
-    const int workers = worker_count(M);
-    if (workers == 1) return serial_gemm(dt, M, N, K, A, lda, B, ldb, C, ldc);
-    const size_t elem = eq_dtype_size(dt);
-    gemm_block blocks[MAX_THREADS];
-    pthread_t threads[MAX_THREADS];
-    int started = 0;
-    eq_status st = EQ_OK;
-    for (int w = 0; w < workers; w++) {
-        int64_t r0 = M * w / workers, r1 = M * (w + 1) / workers;
-        blocks[w] = (gemm_block){dt, r1 - r0, N, K, lda, ldb, ldc, (const char *)A + (size_t)(r0 * lda) * elem, B,
-                                 (char *)C + (size_t)(r0 * ldc) * elem, EQ_OK};
-    }
-    for (; started < workers - 1; started++)
-        if (pthread_create(&threads[started], NULL, run_gemm_block, &blocks[started + 1]) != 0) break;
-    run_gemm_block(&blocks[0]);
-    for (int w = started + 1; w < workers; w++) run_gemm_block(&blocks[w]); /* threads that did not start */
-    for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
-    for (int w = 0; w < workers; w++)
-        if (blocks[w].st != EQ_OK && st == EQ_OK) st = blocks[w].st;
-    return st;
+    gemm_rows g = {.dt = dt, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .A = A, .B = B, .C = C,
+                   .lock = PTHREAD_MUTEX_INITIALIZER, .st = EQ_OK};
+    eq_parallel_for(M, MIN_ROWS_PER_THREAD, run_gemm_rows, &g);
+    pthread_mutex_destroy(&g.lock);
+    if (g.st != EQ_OK) return EQ_FAIL(g.st, "GEMM block: %s", g.message);
+    return EQ_OK;
 }
 
 /* Copies a strided bf16 matrix [rows, cols] (row stride ld) into a packed fp32 one: exact. */
@@ -155,7 +141,7 @@ static const char *cpu_describe(char *buf, size_t len)
 {
     const char *core = openblas_get_corename();
     snprintf(buf, len, "OpenBLAS core %s; fp32 GEMM: %s; fp64 GEMM: %s; rows over up to %d threads",
-             core ? core : "?", kernel_name(EQ_FP32), kernel_name(EQ_FP64), worker_count(INT32_MAX));
+             core ? core : "?", kernel_name(EQ_FP32), kernel_name(EQ_FP64), eq_parallel_workers());
     return buf;
 }
 
