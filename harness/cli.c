@@ -53,7 +53,7 @@ void eq_cli_print_help(void)
            "                     (run, compare, diff, matrix)\n"
            "  --format F         md (default), json or html on standard output (also --report F)\n"
            "                     (run, compare, matrix)\n"
-           "  --cases-dir DIR    where case files live (default: the source tree's cases/) (all but diff)\n"
+           "  --cases-dir DIR    where case files live (default: $EQUIV_HOME/cases, else the installed or source tree's cases/) (all but diff)\n"
            "  --tolerances FILE  tolerance table (default: golden/tolerances.ini) (all but diff, list)\n"
            "  -v, --verbose      progress on standard error (run; matrix and golden always show it)\n"
            "An option given to a command that does not take it, or given twice (but --inject), is an\n"

@@ -8,6 +8,7 @@
 #include "equiv_config.h"
 #include "harness/atomic_file.h"
 #include "harness/compare.h"
+#include "harness/data_home.h"
 #include "harness/dump.h"
 #include "harness/out_dir.h"
 #include "harness/run_load.h"
@@ -25,8 +26,8 @@
 
 void eq_paths_resolve(const eq_cli *cli, eq_paths *p)
 {
-    const char *home = getenv("EQUIV_HOME");
-    if (home == NULL || home[0] == '\0') home = EQUIV_SOURCE_ROOT;
+    char home[1536];
+    eq_data_home(home, sizeof home);
     if (cli->cases_dir) snprintf(p->cases_dir, sizeof p->cases_dir, "%s", cli->cases_dir);
     else snprintf(p->cases_dir, sizeof p->cases_dir, "%s/cases", home);
     if (cli->tolerances_path) snprintf(p->tolerances, sizeof p->tolerances, "%s", cli->tolerances_path);
