@@ -35,10 +35,17 @@ done
 extra=$(ls -A "$run" | grep -vE '^(row_parallel-(bf16|fp32)-dp1-tp[14]\.h5|report\.(md|json|html))$')
 if [ -n "$extra" ]; then echo "FAIL: unexpected files in --out: $extra"; fail=1; fi
 
-# The same step run again writes byte-identical dumps (deterministic numerics, no timestamps).
-check "row_parallel tp4 run again" 0 "$equiv" --case row_parallel --tp 4 --out "$work/again"
-for f in "$run"/*.h5; do
-    if cmp -s "$f" "$work/again/$(basename "$f")"; then echo "ok: $(basename "$f") byte-identical on a rerun"
+# The same step run again writes byte-identical dumps (deterministic numerics, no modification
+# times). The root records the command line and when the file was written: the same command (the
+# same relative --out, from another directory) at the same SOURCE_DATE_EPOCH gives the same bytes.
+mkdir -p "$work/first" "$work/again"
+equiv_abs=$(cd "$(dirname "$equiv")" && pwd)/$(basename "$equiv")
+(cd "$work/first" && SOURCE_DATE_EPOCH=1700000000 "$equiv_abs" --case row_parallel --tp 4 --out run >/dev/null) ||
+    { echo "FAIL: row_parallel tp4 run (for the rerun)"; fail=1; }
+check "row_parallel tp4 run again" 0 env -C "$work/again" SOURCE_DATE_EPOCH=1700000000 "$equiv_abs" --case row_parallel \
+    --tp 4 --out run
+for f in "$work/first/run"/*.h5; do
+    if cmp -s "$f" "$work/again/run/$(basename "$f")"; then echo "ok: $(basename "$f") byte-identical on a rerun"
     else echo "FAIL: $(basename "$f") differs on a rerun"; fail=1; fi
 done
 

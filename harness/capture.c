@@ -1,5 +1,6 @@
 #include "harness/capture.h"
 
+#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ void eq_capture_free(eq_capture *cap)
     for (int i = 0; i < cap->count; i++) eq_tensor_free(&cap->entries[i].tensor);
     free(cap->entries);
     free(cap->findings);
+    free(cap->config);
     memset(cap, 0, sizeof *cap);
 }
 
@@ -109,4 +111,71 @@ const eq_capture_entry *eq_capture_find(const eq_capture *cap, const char *path)
     for (int i = 0; i < cap->count; i++)
         if (strcmp(cap->entries[i].path, path) == 0) return &cap->entries[i];
     return NULL;
+}
+
+/* The item named `name`, appended (zeroed) when there is none. */
+static eq_status config_slot(eq_capture *cap, const char *name, eq_config_item **out)
+{
+    if (strlen(name) >= EQ_CONFIG_NAME_MAX) return EQ_FAIL(EQ_ERR_INTERNAL, "config name '%.40s...' too long", name);
+    for (int i = 0; i < cap->n_config; i++) {
+        if (strcmp(cap->config[i].name, name) == 0) {
+            *out = &cap->config[i];
+            return EQ_OK;
+        }
+    }
+    eq_config_item *grown = realloc(cap->config, (size_t)(cap->n_config + 1) * sizeof *grown);
+    if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for config item %s", name);
+    cap->config = grown;
+    *out = &cap->config[cap->n_config++];
+    memset(*out, 0, sizeof **out);
+    snprintf((*out)->name, sizeof (*out)->name, "%s", name);
+    return EQ_OK;
+}
+
+eq_status eq_capture_config_number(eq_capture *cap, const char *name, double value)
+{
+    eq_config_item *item = NULL;
+    eq_status st = config_slot(cap, name, &item);
+    if (st != EQ_OK) return st;
+    item->is_text = item->is_integer = 0;
+    item->number = value;
+    return EQ_OK;
+}
+
+eq_status eq_capture_config_int(eq_capture *cap, const char *name, int64_t value)
+{
+    eq_status st = eq_capture_config_number(cap, name, (double)value);
+    if (st == EQ_OK) cap->config[cap->n_config - 1].is_integer = 1;
+    return st;
+}
+
+eq_status eq_capture_config_text(eq_capture *cap, const char *name, const char *text)
+{
+    eq_config_item *item = NULL;
+    eq_status st = config_slot(cap, name, &item);
+    if (st != EQ_OK) return st;
+    if (strlen(text) >= sizeof item->text) return EQ_FAIL(EQ_ERR_INTERNAL, "config %s: text too long", name);
+    item->is_text = 1;
+    item->is_integer = 0;
+    snprintf(item->text, sizeof item->text, "%s", text);
+    return EQ_OK;
+}
+
+eq_status eq_capture_name_dims(eq_capture *cap, const eq_dims_rule *rules)
+{
+    for (int i = 0; i < cap->count; i++) {
+        eq_capture_entry *e = &cap->entries[i];
+        if (e->dims[0] != '\0') continue;
+        for (const eq_dims_rule *r = rules; r->pattern != NULL; r++) {
+            if (fnmatch(r->pattern, e->name, 0) != 0) continue;
+            int n = 1;
+            for (const char *c = r->dims; *c; c++) n += *c == ',';
+            if (n != e->tensor.ndim || strlen(r->dims) >= sizeof e->dims)
+                return EQ_FAIL(EQ_ERR_INTERNAL, "dims '%s' do not fit %s (%d dimensions)", r->dims, e->path,
+                               e->tensor.ndim);
+            snprintf(e->dims, sizeof e->dims, "%s", r->dims);
+            break;
+        }
+    }
+    return EQ_OK;
 }

@@ -81,7 +81,26 @@ typedef struct {
     eq_shard shard;         /* how a rank's file holds it (EQ_SHARD_REPLICATED once assembled) */
     double grad_scale;      /* stored = grad_scale x the gradient of the global loss (1 unless said) */
     eq_gemm_operands gemm;  /* recorded with the capture, or none */
+    char dims[EQ_NAME_MAX]; /* its dimensions' names, "seq,batch,hidden" ("": not named) */
 } eq_capture_entry;
+
+/* A hyperparameter the step read (a size, an eps, a coefficient), written to the dump's /config
+ * group so the step can be rebuilt from the file alone: a number (an integer where is_integer), or
+ * text where is_text. */
+#define EQ_CONFIG_NAME_MAX 64
+typedef struct {
+    char name[EQ_CONFIG_NAME_MAX];
+    int is_text, is_integer;
+    double number;  /* an integer's value too (exact below 2^53) */
+    char text[512];
+} eq_config_item;
+
+/* Names for the dimensions of the entries whose name matches `pattern` (fnmatch glob):
+ * eq_capture_name_dims takes a table ended by {NULL, NULL}. */
+typedef struct {
+    const char *pattern;
+    const char *dims;
+} eq_dims_rule;
 
 /* What assembling a run found that is wrong with the run itself, not with its files: a tensor
  * that should be replicated over a group and is not (a parameter that differs between dp ranks). */
@@ -93,6 +112,8 @@ typedef struct {
     int count, capacity;
     char (*findings)[EQ_FINDING_MAX];
     int n_findings;
+    eq_config_item *config; /* the step's hyperparameters, in the order set */
+    int n_config;
 } eq_capture;
 
 void eq_capture_init(eq_capture *cap);
@@ -107,6 +128,13 @@ eq_status eq_capture_add_copy(eq_capture *cap, int layer, const char *name, eq_r
 eq_status eq_capture_add_path(eq_capture *cap, const char *path, int layer, eq_role role, eq_tensor *t);
 /* Appends one finding (printf-style). */
 eq_status eq_capture_add_finding(eq_capture *cap, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Sets a hyperparameter (replacing one of the same name). */
+eq_status eq_capture_config_number(eq_capture *cap, const char *name, double value);
+eq_status eq_capture_config_int(eq_capture *cap, const char *name, int64_t value);
+eq_status eq_capture_config_text(eq_capture *cap, const char *name, const char *text);
+/* Gives every entry not yet named the dims of the first rule whose pattern matches its name; a
+ * rule whose dims count differs from the tensor's dimensions is EQ_ERR_INTERNAL (a wrong table). */
+eq_status eq_capture_name_dims(eq_capture *cap, const eq_dims_rule *rules);
 /* The entry with this path, or NULL. */
 const eq_capture_entry *eq_capture_find(const eq_capture *cap, const char *path);
 

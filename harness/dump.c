@@ -6,9 +6,48 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
+#include "harness/equiv_revision.h"
 #include "harness/atomic_file.h"
 #include "harness/h5util.h"
+
+/* The command line of this process, shell-quoted (eq_dump_set_command); "" until set. */
+static char command_line[4096];
+
+void eq_dump_set_command(int argc, char *const *argv)
+{
+    size_t used = 0;
+    command_line[0] = '\0';
+    for (int i = 0; i < argc && used + 1 < sizeof command_line; i++) {
+        const char *a = argv[i];
+        /* Quoted unless every byte is one a shell leaves alone. */
+        int plain = a[0] != '\0' && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./=:,+-@%") == strlen(a);
+        size_t room = sizeof command_line - used;
+        int n = snprintf(command_line + used, room, "%s%s", i ? " " : "", plain ? a : "'");
+        used += n > 0 && (size_t)n < room ? (size_t)n : room - 1;
+        for (const char *c = a; !plain && *c && used + 5 < sizeof command_line; c++) {
+            if (*c == '\'') used += (size_t)snprintf(command_line + used, sizeof command_line - used, "'\\''");
+            else command_line[used++] = *c, command_line[used] = '\0';
+        }
+        if (!plain && used + 1 < sizeof command_line) command_line[used++] = '\'', command_line[used] = '\0';
+    }
+}
+
+/* When the file was written, UTC, ISO 8601; SOURCE_DATE_EPOCH (seconds) in place of the clock where
+ * it is set, as reproducible builds do, so two runs can still write byte-identical files. */
+static void utc_now(char *buf, size_t len)
+{
+    time_t now = time(NULL);
+    const char *fixed = getenv("SOURCE_DATE_EPOCH");
+    if (fixed != NULL && *fixed) {
+        char *end = NULL;
+        long long v = strtoll(fixed, &end, 10);
+        if (*end == '\0' && v >= 0) now = (time_t)v;
+    }
+    struct tm tm;
+    if (gmtime_r(&now, &tm) == NULL || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) snprintf(buf, len, "unknown");
+}
 
 /* Strings are scalar variable-length UTF-8, which h5py reads as str. */
 static herr_t write_string_attr(hid_t obj, const char *name, const char *value)
@@ -70,6 +109,9 @@ static eq_status write_entry(hid_t group, hid_t bf16_type, const eq_capture_entr
                "cannot write dump %s: writing dataset %s failed", path, e->path);
     H5_TRY(write_string_attr(dset, "role", eq_role_name(e->role)), EQ_ERR_IO,
            "cannot write dump %s: writing the role of %s failed", path, e->path);
+    if (e->dims[0] != '\0')
+        H5_TRY(write_string_attr(dset, "dims", e->dims), EQ_ERR_IO,
+               "cannot write dump %s: writing the dims of %s failed", path, e->path);
 cleanup:
     eq_h5_close(&dset);
     eq_h5_close(&space);
@@ -119,6 +161,30 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
            "cannot write dump %s: writing root attribute tp failed", path);
     H5_TRY(write_number_attr(file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &m->seed), EQ_ERR_IO,
            "cannot write dump %s: writing root attribute seed failed", path);
+
+    /* Provenance: what ran, from which source, when. */
+    char created[32];
+    utc_now(created, sizeof created);
+    H5_TRY(write_string_attr(file, "command", command_line), EQ_ERR_IO,
+           "cannot write dump %s: writing root attribute command failed", path);
+    H5_TRY(write_string_attr(file, "git_revision", EQUIV_GIT_REVISION), EQ_ERR_IO,
+           "cannot write dump %s: writing root attribute git_revision failed", path);
+    H5_TRY(write_string_attr(file, "created_utc", created), EQ_ERR_IO,
+           "cannot write dump %s: writing root attribute created_utc failed", path);
+    /* The step's hyperparameters, as attributes of /config (no datasets: compare reads none). */
+    if (cap->n_config > 0) {
+        H5_TRY(group = H5Gcreate2(file, "config", H5P_DEFAULT, gcpl, H5P_DEFAULT), EQ_ERR_IO,
+               "cannot write dump %s: creating /config failed", path);
+        for (int i = 0; i < cap->n_config; i++) {
+            const eq_config_item *c = &cap->config[i];
+            const int64_t integer = (int64_t)c->number;
+            H5_TRY(c->is_text      ? write_string_attr(group, c->name, c->text)
+                   : c->is_integer ? write_number_attr(group, c->name, H5T_STD_I64LE, H5T_NATIVE_INT64, &integer)
+                                   : write_number_attr(group, c->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &c->number),
+                   EQ_ERR_IO, "cannot write dump %s: writing /config attribute %s failed", path, c->name);
+        }
+        eq_h5_close(&group);
+    }
 
     H5_TRY(bf16_type = eq_h5_make_bf16_type(), EQ_ERR_IO, "cannot write dump %s: making the bf16 type failed", path);
     H5_TRY(H5Tcommit2(file, "bfloat16", bf16_type, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), EQ_ERR_IO,

@@ -1,11 +1,14 @@
 /* HDF5 dumps: one file per run.
  *
  *   /                     root attributes: case, model, size, dtype, dp, tp, transport, algorithm,
- *                         backend, seed, version, grads, injected (strings, except dp, tp: int, seed: uint64)
+ *                         backend, seed, version, grads, injected (strings, except dp, tp: int, seed: uint64);
+ *                         command, git_revision, created_utc (provenance)
+ *   /config               attributes only: every hyperparameter the step read (sizes, eps, coefficients)
  *   /bfloat16             named datatype: 16-bit float, sign bit 15, exponent 7..14 (bias 127),
  *                         mantissa 0..6, so h5dump, h5diff and h5py read bf16 data as floats
  *   /layers/NN/<name>     one dataset per captured tensor, full shape, in the run's dtype;
- *                         attribute "role" (input, param, activation, grad, loss)
+ *                         attributes "role" (input, param, activation, grad, loss) and, where the
+ *                         model names them, "dims" ("seq,batch,hidden")
  *
  * bf16 data is written as raw bits with the named type as the memory type: HDF5 never converts
  * (its float conversion rounds ties up and clamps overflow). Files are written under a temporary
@@ -19,6 +22,9 @@
 
 /* Writes cap (meta and every entry) to path, atomically. */
 eq_status eq_dump_write(const char *path, const eq_capture *cap);
+
+/* Records this process's command line for the root attribute "command" (shell-quoted). */
+void eq_dump_set_command(int argc, char *const *argv);
 
 /* Reads a dump written by eq_dump_write into out (initialised here). A missing file, a file that is
  * not HDF5, or one lacking the attributes and layout above is EQ_ERR_INPUT with the path named. */

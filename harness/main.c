@@ -8,6 +8,7 @@
 #include "equiv_config.h"
 #include "harness/cli.h"
 #include "harness/commands.h"
+#include "harness/dump.h"
 #include "harness/world.h"
 #include "models/backend.h"
 
@@ -29,6 +30,7 @@ static int prints_errors(const eq_cli *cli)
 int main(int argc, char **argv)
 {
     eq_cpu_prefer_avx512_openblas(argv); /* models/backend.h says why */
+    eq_dump_set_command(argc, argv);      /* recorded in every dump's root */
     eq_cli cli;
     int n_unexpected = 0;
     eq_status st = eq_cli_parse(argc, argv, &cli);

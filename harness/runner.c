@@ -56,6 +56,10 @@ eq_status eq_run(const eq_run_spec *spec, eq_capture *out)
     eq_capture_init(out);
     fill_meta(spec, &out->meta);
     eq_status st = spec->model->check(&spec->step);
+    /* Every size of the case is a hyperparameter of the step (the dump's /config); the model adds
+     * its own constants. */
+    for (int i = 0; st == EQ_OK && i < spec->size->count; i++)
+        st = eq_capture_config_int(out, spec->size->params[i].key, spec->size->params[i].value);
     if (st == EQ_OK) st = spec->model->run(&spec->step, out);
     if (st != EQ_OK) eq_capture_free(out);
     return st;
