@@ -325,6 +325,48 @@ static void free_run(gpt_run *run)
     eq_tensor_free(&run->target), eq_tensor_free(&run->full_lnf_out);
 }
 
+/* Names of every captured tensor's dimensions; weights in torch.nn.Linear's [out, in] layout. */
+static const eq_dims_rule gpt_dims[] = {
+    {"qkv", "seq,batch,qkv"},
+    {"fc1_out", "seq,batch,ffn"},
+    {"gelu_out", "seq,batch,ffn"},
+    {"qkv_weight*", "qkv,hidden"},
+    {"proj_weight*", "hidden_out,hidden_in"},
+    {"fc1_weight*", "ffn,hidden"},
+    {"fc2_weight*", "hidden,ffn"},
+    {"*gamma*", "hidden"},
+    {"*beta*", "hidden"},
+    {"loss", "one"},
+    {"*", "seq,batch,hidden"},
+    {NULL, NULL},
+};
+
+/* What the step computes beyond the sizes (the case's [size] section, already in /config). */
+static eq_status gpt_config(const gpt_sizes *z, eq_capture *cap)
+{
+    eq_status st = EQ_OK;
+    const int64_t head_dim = z->hidden / z->heads;
+    EQ_TRY(eq_capture_config_number(cap, "layernorm_eps", EQ_LAYERNORM_EPS));
+    EQ_TRY(eq_capture_config_int(cap, "head_dim", head_dim));
+    EQ_TRY(eq_capture_config_number(cap, "attention_scale", 1.0 / sqrt((double)head_dim)));
+    EQ_TRY(eq_capture_config_text(cap, "block", "ln1_out = LN(x); qkv = ln1_out qkv_weight^T; attn_ctx = "
+                                  "attention(qkv); attn_out = attn_ctx proj_weight^T; resid = x + attn_out; ln2_out = "
+                                  "LN(resid); fc1_out = ln2_out fc1_weight^T; gelu_out = gelu(fc1_out); mlp_out = "
+                                  "gelu_out fc2_weight^T; out = resid + mlp_out; no biases"));
+    EQ_TRY(eq_capture_config_text(cap, "layernorm", "(x - mean) / sqrt(var + layernorm_eps) gamma + beta, var "
+                                  "biased, over hidden"));
+    EQ_TRY(eq_capture_config_text(cap, "qkv_layout", "per head h: columns [h 3 head_dim, (h+1) 3 head_dim) hold "
+                                  "[q | k | v], head_dim each"));
+    EQ_TRY(eq_capture_config_text(cap, "attention", "per batch column and head: softmax over keys j <= i of "
+                                  "attention_scale q_i k_j, causal; attn_ctx columns [h head_dim, (h+1) head_dim)"));
+    EQ_TRY(eq_capture_config_text(cap, "gelu", "erf: x Phi(x)"));
+    EQ_TRY(eq_capture_config_text(cap, "loss", "mean over every element of (lnf_out - target)^2, lnf_out = "
+                                  "LN(last block's out; lnf_gamma, lnf_beta)"));
+    EQ_TRY(eq_capture_config_text(cap, "gradients", "out_grad and every *_grad: the gradient of the global mean loss"));
+cleanup:
+    return st;
+}
+
 static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
 {
     eq_status st = EQ_OK;
@@ -372,6 +414,8 @@ static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
     if (!step->forward_only) EQ_TRY(gather_gradients(step, &run));
     EQ_TRY(reduce_loss(step, &run));
     EQ_TRY(capture_run(step, &run, cap));
+    EQ_TRY(gpt_config(z, cap));
+    EQ_TRY(eq_capture_name_dims(cap, gpt_dims));
 cleanup:
     free_run(&run);
     return st;

@@ -161,6 +161,14 @@ static eq_status mlp_run(const eq_step *step, eq_capture *cap)
         EQ_TRY(eq_capture_add(cap, layer, "fc1_out", EQ_ROLE_ACTIVATION, &full_fc1));
         EQ_TRY(eq_capture_add_copy(cap, layer, "out", EQ_ROLE_ACTIVATION, &full_out));
     }
+    static const eq_dims_rule dims[] = {{"fc1_weight", "ffn,hidden"},
+                                        {"fc2_weight", "hidden,ffn"},
+                                        {"fc1_out", "seq,batch,ffn"},
+                                        {"*", "seq,batch,hidden"},
+                                        {NULL, NULL}};
+    EQ_TRY(eq_capture_name_dims(cap, dims));
+    EQ_TRY(eq_capture_config_text(cap, "layer", "fc1_out = x fc1_weight^T; out = fc1_out fc2_weight^T (no "
+                                  "nonlinearity, no norm); layer 0's x is input, layer l's the out of layer l-1"));
 cleanup:
     free_params(&params);
     eq_tensor_free(&input);

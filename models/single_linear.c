@@ -82,6 +82,12 @@ static eq_status run_linear(const eq_step *step, eq_capture *cap, linear_split s
     EQ_TRY(eq_capture_add(cap, 0, "input", EQ_ROLE_INPUT, &input));
     EQ_TRY(eq_capture_add(cap, 0, "weight", EQ_ROLE_PARAM, &weight));
     EQ_TRY(eq_capture_add(cap, 0, "out", EQ_ROLE_ACTIVATION, &out));
+    static const eq_dims_rule dims[] = {{"input", "seq,batch,in_features"},
+                                        {"weight", "out_features,in_features"},
+                                        {"out", "seq,batch,out_features"},
+                                        {NULL, NULL}};
+    EQ_TRY(eq_capture_name_dims(cap, dims));
+    EQ_TRY(eq_capture_config_text(cap, "forward", "out = input weight^T"));
 cleanup:
     eq_tensor_free(&input);
     eq_tensor_free(&weight);

@@ -150,7 +150,7 @@ static eq_status capture_scalar(eq_capture *cap, const eq_step *step, int layer,
     return capture(cap, step, layer, name, EQ_ROLE_LOSS, 1, &one, &v);
 }
 
-/* A per-token activation [B, S, width] from every replica's rows (replica d's are the block
+/* A per-token tensor [B, S, width] (width 0: one value per token, [B, S]) from every replica's rows (replica d's are the block
  * [d B/dp, (d+1) B/dp)), scaled by `scale`. per_rep[i]: the local replicas'; multi-process, the
  * other replicas' are all-gathered over dp (fp64: a copy of every value). */
 static eq_status capture_rows(eq_capture *cap, const eq_step *step, const spd_sizes *z, const spd_replica *reps,
@@ -160,7 +160,7 @@ static eq_status capture_rows(eq_capture *cap, const eq_step *step, const spd_si
     eq_status st = EQ_OK;
     const int dp = step->layout.dp;
     const eq_group g = eq_step_dp_group(step);
-    const int64_t per = reps[0].T * width;
+    const int64_t per = reps[0].T * (width > 0 ? width : 1);
     double *full = malloc((size_t)(per * dp) * sizeof *full);
     if (full == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory to gather %s", name);
     if (g.n_local == g.size) {
@@ -172,7 +172,7 @@ static eq_status capture_rows(eq_capture *cap, const eq_step *step, const spd_si
     }
     for (int64_t i = 0; i < per * dp; i++) full[i] *= scale;
     const int64_t shape[3] = {z->batch, z->seq, width};
-    st = capture(cap, step, layer, name, role, 3, shape, full);
+    st = capture(cap, step, layer, name, role, width > 0 ? 3 : 2, shape, full);
 cleanup:
     free(full);
     return st;
@@ -227,6 +227,31 @@ static eq_status reduce_and_capture_site(const eq_step *step, spd_run *run, int 
     }
     SPD_SITE_PARAMS(SPD_PARAM)
 #undef SPD_PARAM
+    /* What the step reads and does not train, so a reader can rebuild it from the dump: the
+     * frozen target weight, the residual stream entering the target (site 0), the mask noise, the
+     * stochastic loss's subset routing and the PGD sources' initial values. */
+    {
+        const int64_t w_shape[2] = {p->O, p->D};
+        EQ_TRY(capture(cap, step, s, "target_W", EQ_ROLE_PARAM, 2, w_shape, p->W));
+    }
+    if (s == 0) {
+        for (int d = 0; d < nl; d++) rows[d] = run->reps[d].h0;
+        EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "residual_input", EQ_ROLE_INPUT, z->d_model, 1.0));
+    }
+    for (int d = 0; d < nl; d++) rows[d] = run->reps[d].u[s];
+    EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "stoch_noise", EQ_ROLE_INPUT, p->C + 1, 1.0));
+    for (int d = 0; d < nl; d++) {
+        free(parts[d]);
+        if ((parts[d] = malloc((size_t)run->reps[d].T * sizeof **parts)) == NULL) {
+            st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for the routing");
+            goto cleanup;
+        }
+        for (int64_t t = 0; t < run->reps[d].T; t++) parts[d][t] = run->reps[d].route[s][t];
+    }
+    EQ_TRY(capture_rows(cap, step, z, run->reps, parts, s, "stoch_route", EQ_ROLE_INPUT, 0, 1.0));
+    for (int d = 0; d < nl; d++) free(parts[d]), parts[d] = NULL;
+    for (int d = 0; d < nl; d++) rows[d] = run->reps[d].src_init[s];
+    EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "ppgd_sources_init", EQ_ROLE_INPUT, p->C + 1, 1.0));
     for (int d = 0; d < nl; d++) rows[d] = run->reps[d].x[s];
     EQ_TRY(capture_rows(cap, step, z, run->reps, rows, s, "input", EQ_ROLE_ACTIVATION, p->D, 1.0));
     for (int d = 0; d < nl; d++) rows[d] = run->reps[d].ci_lo[s];
@@ -318,8 +343,98 @@ static eq_status capture_losses(const eq_step *step, spd_run *run, eq_capture *c
     EQ_TRY(reduce_scalar(step, v, EQ_REDOP_SUM, &value));
     EQ_TRY(reduce_scalar(step, c, EQ_REDOP_SUM, &count));
     EQ_TRY(capture_scalar(cap, step, L, "eval_unmasked_recon", value / count));
+    /* The target model's output, what every reconstruction loss is measured against. */
+    {
+        double **rows = calloc((size_t)nl, sizeof *rows);
+        if (rows == NULL) {
+            st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for the target output");
+            goto cleanup;
+        }
+        for (int d = 0; d < nl; d++) rows[d] = run->reps[d].y_target;
+        st = capture_rows(cap, step, &run->z, run->reps, rows, L, "target_output", EQ_ROLE_INPUT, run->z.d_model, 1.0);
+        free(rows);
+        if (st != EQ_OK) goto cleanup;
+    }
 cleanup:
     free(v), free(c);
+    return st;
+}
+
+/* Names of every captured tensor's dimensions: per-token tensors [batch, seq, *], then the
+ * parameters in their storage layout (in = the site's input width D, out = O). */
+static const eq_dims_rule spd_dims[] = {
+    {"input", "batch,seq,in"},
+    {"residual_input", "batch,seq,d_model"},
+    {"target_output", "batch,seq,d_model"},
+    {"stoch_route", "batch,seq"},
+    {"ci_lower", "batch,seq,component"},
+    {"ci_upper", "batch,seq,component"},
+    {"stoch_noise", "batch,seq,component_and_delta"},
+    {"stoch_mask", "batch,seq,component_and_delta"},
+    {"ppgd_sources*", "batch,seq,component_and_delta"},
+    {"target_W", "out,in"},
+    {"V", "in,component"},
+    {"V_grad*", "in,component"},
+    {"U", "component,out"},
+    {"U_grad*", "component,out"},
+    {"ci_w1", "in,ci_hidden"},
+    {"ci_w1_grad*", "in,ci_hidden"},
+    {"ci_b1", "ci_hidden"},
+    {"ci_b1_grad*", "ci_hidden"},
+    {"ci_w2", "ci_hidden,component"},
+    {"ci_w2_grad*", "ci_hidden,component"},
+    {"ci_b2", "component"},
+    {"ci_b2_grad*", "component"},
+    {"loss*", "one"},
+    {"eval_*", "one"},
+    {NULL, NULL},
+};
+
+/* The constants of the step (models/spd_losses.h, models/spd_ops.h), for the dump's /config. */
+static eq_status spd_config(const spd_sizes *z, eq_capture *cap)
+{
+    static const struct {
+        const char *name;
+        double value;
+    } numbers[] = {
+        {"coef_faith", SPD_COEF_FAITH},   {"coef_stoch", SPD_COEF_STOCH},   {"coef_imp_min", SPD_COEF_IMP_MIN},
+        {"coef_ppgd", SPD_COEF_PPGD},     {"imp_beta", SPD_IMP_BETA},       {"imp_eps", SPD_IMP_EPS},
+        {"p_start", SPD_P_START},         {"p_end", SPD_P_END},             {"rmsnorm_eps", SPD_RMSNORM_EPS},
+        {"leaky_alpha", SPD_LEAKY_ALPHA}, {"ppgd_lr", SPD_PPGD_LR},
+        {"adam_beta1", SPD_ADAM_BETA1},   {"adam_beta2", SPD_ADAM_BETA2},   {"adam_eps", SPD_ADAM_EPS},
+    };
+    static const struct {
+        const char *name, *text;
+    } texts[] = {
+        {"sites", "site 2l: layer l's c_fc (in d_model, out d_mlp, c_fc components); site 2l+1: its down_proj "
+                  "(in d_mlp, out d_model, c_down components)"},
+        {"target", "h = residual_input; per layer: a = h / sqrt(mean(h^2) + rmsnorm_eps); "
+                   "h += gelu_tanh(a W_fc^T) W_down^T; target_output = h"},
+        {"ci_function", "z = gelu_erf(x ci_w1 + ci_b1) ci_w2 + ci_b2; ci_lower = clamp(z, 0, 1); ci_upper = z "
+                        "below 0 -> 0, on [0, 1] z, above 1 + leaky_alpha (z - 1)"},
+        {"masked_site", "routed: out = ((x V) * m) U + d (x (W^T - V U)), m = mask[:C], d = mask[C]; "
+                        "unrouted: out = x W^T"},
+        {"masks", "stoch_mask = ci_lower + (1 - ci_lower) stoch_noise (delta column: the noise itself); PGD: "
+                  "the same with the sources"},
+        {"loss.faith", "coef_faith sum_sites ||W^T - V U||^2 / sum_sites (D O)"},
+        {"loss.stoch", "coef_stoch sum (y_masked - target_output)^2 / (tokens d_model), tokens routed by "
+                       "stoch_route at every site"},
+        {"loss.imp_min", "coef_imp_min sum_sites sum_c [S_c/n + imp_beta (S_c/n) log2(1 + ws S_c)], S_c = "
+                         "sum_t (ci_upper + imp_eps)^p_norm, n tokens, ws 1 (avg: dp, the world-size stand-in)"},
+        {"loss.ppgd", "coef_ppgd sum (y_masked - target_output)^2 / (tokens d_model) at ppgd_sources (every token "
+                      "routed), the sources after ppgd_warmup Adam ascent steps from ppgd_sources_init, clamped "
+                      "to [0, 1]"},
+        {"target_gelu", "tanh"},
+        {"ci_gelu", "erf"},
+    };
+    eq_status st = EQ_OK;
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
+        EQ_TRY(eq_capture_config_number(cap, numbers[i].name, numbers[i].value));
+    EQ_TRY(eq_capture_config_int(cap, "ppgd_warmup", SPD_PPGD_WARMUP));
+    EQ_TRY(eq_capture_config_number(cap, "p_norm", spd_pnorm(z->step, z->steps)));
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        EQ_TRY(eq_capture_config_text(cap, texts[i].name, texts[i].text));
+cleanup:
     return st;
 }
 
@@ -390,6 +505,8 @@ static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
     }
     for (int s = 0; s < run.n_sites; s++) EQ_TRY(reduce_and_capture_site(step, &run, s, cap));
     EQ_TRY(capture_losses(step, &run, cap));
+    EQ_TRY(spd_config(z, cap));
+    EQ_TRY(eq_capture_name_dims(cap, spd_dims));
 cleanup:
     free_run(&run);
     return st;

@@ -110,7 +110,8 @@ eq_status spd_replica_init(const spd_sizes *z, const spd_site_params *sites, uin
              (rep->hg[s] = zeros(T * p->H)) && (rep->z[s] = zeros(T * C)) && (rep->ci_lo[s] = zeros(T * C)) &&
              (rep->ci_up[s] = zeros(T * C)) && (rep->S_local[s] = zeros(C)) && (rep->u[s] = zeros(T * (C + 1))) &&
              (rep->route[s] = calloc((size_t)T, 1)) && (rep->stoch_mask[s] = zeros(T * (C + 1))) &&
-             (rep->src[s] = zeros(T * (C + 1))) && (rep->src_grad[s] = zeros(T * (C + 1)));
+             (rep->src[s] = zeros(T * (C + 1))) && (rep->src_init[s] = zeros(T * (C + 1))) &&
+             (rep->src_grad[s] = zeros(T * (C + 1)));
         for (int k = 0; ok && k < SPD_N_TERMS; k++) ok = spd_grads_alloc(p, &rep->grads[k][s]) == EQ_OK;
         if (!ok) break;
         /* Noise, routing and the sources' init, by global token index t0 + t. */
@@ -123,7 +124,8 @@ eq_status spd_replica_init(const spd_sizes *z, const spd_site_params *sites, uin
         snprintf(name, sizeof name, "spd/site%02d/ppgd_init", s);
         stream = eq_rng_stream(name);
         for (int64_t i = 0; i < T * (C + 1); i++)
-            rep->src[s][i] = (double)(float)eq_rng_uniform(seed, stream, (uint64_t)(t0 * (C + 1) + i));
+            rep->src[s][i] = rep->src_init[s][i] =
+                (double)(float)eq_rng_uniform(seed, stream, (uint64_t)(t0 * (C + 1) + i));
     }
     if (!ok) {
         spd_replica_free(rep);
@@ -140,7 +142,7 @@ void spd_replica_free(spd_replica *rep)
     for (int s = 0; s < rep->n_sites; s++) {
         free(rep->x[s]), free(rep->E[s]), free(rep->hpre[s]), free(rep->hg[s]), free(rep->z[s]);
         free(rep->ci_lo[s]), free(rep->ci_up[s]), free(rep->S_local[s]), free(rep->u[s]), free(rep->route[s]);
-        free(rep->stoch_mask[s]), free(rep->src[s]), free(rep->src_grad[s]);
+        free(rep->stoch_mask[s]), free(rep->src[s]), free(rep->src_init[s]), free(rep->src_grad[s]);
         for (int k = 0; k < SPD_N_TERMS; k++) spd_grads_free(&rep->grads[k][s]);
     }
     memset(rep, 0, sizeof *rep);

@@ -93,6 +93,7 @@ typedef struct {
     double *u[SPD_MAX_SITES];       /* [T, C+1] mask noise; column C the delta's */
     unsigned char *route[SPD_MAX_SITES]; /* [T] subset routing of the stochastic loss */
     double *stoch_mask[SPD_MAX_SITES];   /* [T, C+1] the stochastic masks, delta last */
+    double *src_init[SPD_MAX_SITES];     /* [T, C+1] PGD sources as drawn, before the warm-up */
     double *src[SPD_MAX_SITES];          /* [T, C+1] PGD sources after the warm-up */
     double *src_grad[SPD_MAX_SITES];     /* [T, C+1] d(PGD loss term)/d sources, this replica's partial */
     spd_site_grads grads[SPD_N_TERMS][SPD_MAX_SITES]; /* this replica's partial gradients per term */
