@@ -9,7 +9,8 @@ equiv's code and no size is built in.
     rebuild_gpt.py DUMP.h5 [--plant NAME=VALUE ...]
 
 --plant overrides a /config value before the rebuild (a planted wrong hyperparameter: the check
-must then fail). Exit 0: every tensor within the bound of rebuild_lib.py; 1: some outside; 2: usage.
+must then fail). Exit 0: every tensor within the bound of rebuild_lib.py; 1: some outside; 2: usage
+or a file it cannot rebuild from; 3: the rebuild itself failed (an exception).
 """
 
 import math
@@ -26,7 +27,7 @@ ERF = np.frompyfunc(math.erf, 1, 1)
 
 def get(tensors, name, last=None):
     """layers/<name> as [seq, batch, last] (activations) or as stored (parameters, loss)."""
-    t, dims = tensors[name]
+    t, dims, _ = tensors[name]
     if last is None:
         return t
     return rb.canonical(t, dims, ["seq", "batch", last])
@@ -130,7 +131,7 @@ def main(argv):
     loss = np.mean((y - target) ** 2)
     judge.check(f"layers/{top}/loss", np.array([loss]), get(t, f"{top}/loss").reshape(1))
     if f"{top}/lnf_gamma_grad" not in t:
-        return judge.finish("gpt (forward only)")
+        return judge.finish("gpt (forward only)", t)
 
     dy = 2.0 * (y - target) / y.size
     dh, dg, db = ln_backward(dy, g, lnf)
@@ -152,7 +153,7 @@ def main(argv):
         for name, value in G.items():
             judge.check(f"layers/{l:02d}/{name}_grad", value, get(t, f"{l:02d}/{name}_grad"))
         dh = d_x + d_res
-    return judge.finish("gpt")
+    return judge.finish("gpt", t)
 
 
 def tensors_last(t, l, name):
@@ -161,4 +162,4 @@ def tensors_last(t, l, name):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(rb.run(main))

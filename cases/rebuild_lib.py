@@ -13,7 +13,7 @@ modest multiple of u: TOLERANCE_ULPS units of u times the RMS. 2^9 u = 3.1e-5 le
 sums of up to a few hundred terms (sqrt(K) u each) through a handful of layers and their
 backward at the ci sizes: measured, the worst gpt tensor sits at 84 u x rms (a qkv weight
 gradient), the worst spd one at 167 u x rms (PGD sources, where Adam's step m / sqrt(v) divides
-two rounded moments). A wrong hyperparameter moves the result by far more (a head count: 1e8 u;
+two rounded moments), the worst mlp_stack one at 172 (16 layers of GEMMs without a norm). A wrong hyperparameter moves the result by far more (a head count: 1e8 u;
 a LayerNorm eps of 1e-6 for 1e-5: 2e3 u), which the planted-error runs of rebuild_test.sh show.
 """
 
@@ -26,8 +26,8 @@ TOLERANCE_ULPS = 2.0 ** 9
 
 
 def load(path):
-    """(config, tensors): /config's attributes as a dict, every dataset under /layers as float64,
-    its axes in the order its `dims` attribute names them, keyed by its path without 'layers/'."""
+    """(root, config, tensors): the root's and /config's attributes as dicts, and every dataset
+    under /layers as (float64 array, dims, role), keyed by its path without 'layers/'."""
     import h5py
 
     tensors = {}
@@ -41,7 +41,8 @@ def load(path):
 
         def visit(name, obj):
             if isinstance(obj, h5py.Dataset):
-                tensors[name] = (np.asarray(obj[()], dtype=np.float64), obj.attrs.get("dims", ""))
+                tensors[name] = (np.asarray(obj[()], dtype=np.float64), obj.attrs.get("dims", ""),
+                                 obj.attrs.get("role", ""))
 
         f["layers"].visititems(visit)
     return root, config, tensors
@@ -64,8 +65,10 @@ class Judge:
         self.failed = 0
         self.checked = 0
         self.worst = 0.0
+        self.names = set()
 
     def check(self, name, rebuilt, dumped):
+        self.names.add(name)
         rebuilt = np.asarray(rebuilt, dtype=np.float64)
         if rebuilt.shape != dumped.shape:
             print(f"FAIL {name}: rebuilt shape {rebuilt.shape}, dumped {dumped.shape}")
@@ -83,10 +86,28 @@ class Judge:
         print(f"{'ok  ' if ok else 'FAIL'} {name}: max |rebuilt - dumped| = {err:.3g} = {ulps:.3g} u x rms "
               f"(rms {rms:.3g}; bound {TOLERANCE_ULPS:.0f})")
 
-    def finish(self, what):
+    def finish(self, what, tensors):
+        """The verdict; every activation, gradient and loss of the dump must have been rebuilt (a
+        rebuild that stops early, or a dump holding what the rebuild does not know, fails)."""
+        for name, (_, _, role) in sorted(tensors.items()):
+            if role in ("activation", "grad", "loss") and f"layers/{name}" not in self.names:
+                print(f"FAIL layers/{name}: in the dump, not rebuilt")
+                self.failed += 1
         print(f"{what}: {self.checked} tensors rebuilt in fp64 from the dump alone, {self.failed} outside "
               f"{TOLERANCE_ULPS:.0f} u x rms (worst {self.worst:.3g} u x rms)")
         return 1 if self.failed or not self.checked else 0
+
+
+def run(main):
+    """main(argv)'s exit status; an exception is 3, never 1, so that a rebuild which crashes is
+    not taken for one that found a mismatch."""
+    try:
+        return main(sys.argv[1:])
+    except Exception:  # noqa: BLE001 - any failure of the rebuild itself
+        import traceback
+
+        traceback.print_exc()
+        return 3
 
 
 def canonical(tensor, dims, want):

@@ -14,7 +14,8 @@ metrics, and every parameter's gradient (V, U and the CI functions'), per loss t
     rebuild_spd.py DUMP.h5 [--plant NAME=VALUE ...]
 
 --plant overrides a /config value before the rebuild (the check must then fail). Exit 0: every
-tensor within the bound of rebuild_lib.py; 1: some outside; 2: usage.
+tensor within the bound of rebuild_lib.py; 1: some outside; 2: usage or a file it cannot rebuild
+from; 3: the rebuild itself failed (an exception).
 """
 
 import math
@@ -31,7 +32,7 @@ ERF = np.frompyfunc(math.erf, 1, 1)
 
 def tokens(t, name):
     """layers/<name>, a per-token tensor, as [tokens, width] (tokens in batch-major order)."""
-    x, dims = t[name]
+    x, dims, _ = t[name]
     names = dims.split(",")
     x = rb.canonical(x, dims, ["batch", "seq"] + names[2:])
     return x.reshape(x.shape[0] * x.shape[1], -1)
@@ -255,8 +256,8 @@ def main(argv):
     y1, _ = masked_forward(sites, tokens(t, "00/residual_input"), ones, [np.zeros(T)] * n_sites, all_routed, eps)
     judge.check(f"layers/{top}/eval_unmasked_recon", np.array([((y1 - y_target) ** 2).mean()]),
                 t[f"{top}/eval_unmasked_recon"][0])
-    return judge.finish("spd")
+    return judge.finish("spd", t)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(rb.run(main))
