@@ -1,6 +1,7 @@
 /* HDF5 dumps: bit-exact round trip of every dtype (bf16 edge values included), meta and order;
- * readable errors for missing, foreign, truncated and malformed files; no file left behind by a
- * failed write, no temporary file by a successful one. */
+ * hyperparameters (/config), dimension names and provenance written where a reader finds them, and
+ * the file still read as before; readable errors for missing, foreign, truncated and malformed
+ * files; no file left behind by a failed write, no temporary file by a successful one. */
 #include <dirent.h>
 #include <hdf5.h>
 #include <stdio.h>
@@ -348,6 +349,81 @@ static void test_filename(void)
     EQ_EXPECT(strcmp(buf, "row_parallel-fp32-dp1-tp1.h5") == 0, "filename '%s'", buf);
 }
 
+/* Reads a scalar attribute of obj_path as text ("" if absent or not a string) or a double. */
+static void read_text_attr(hid_t file, const char *obj_path, const char *name, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    hid_t attr = H5Aopen_by_name(file, obj_path, name, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t type = attr >= 0 ? H5Aget_type(attr) : H5I_INVALID_HID;
+    char *value = NULL;
+    if (type >= 0 && H5Tget_class(type) == H5T_STRING && H5Aread(attr, type, &value) >= 0 && value != NULL)
+        snprintf(buf, len, "%s", value);
+    if (value != NULL) H5free_memory(value);
+    if (type >= 0) H5Tclose(type);
+    if (attr >= 0) H5Aclose(attr);
+}
+
+static double read_number_attr(hid_t file, const char *obj_path, const char *name, H5T_class_t *cls)
+{
+    double v = -1;
+    hid_t attr = H5Aopen_by_name(file, obj_path, name, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t type = attr >= 0 ? H5Aget_type(attr) : H5I_INVALID_HID;
+    *cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+    if (attr >= 0 && H5Aread(attr, H5T_NATIVE_DOUBLE, &v) < 0) v = -1;
+    if (type >= 0) H5Tclose(type);
+    if (attr >= 0) H5Aclose(attr);
+    return v;
+}
+
+static void test_config_dims_provenance(void)
+{
+    char path[1024], text[600];
+    eq_capture written, read_back;
+    build_capture(&written);
+    char *argv[] = {"equiv", "--out", "it's here"};
+    eq_dump_set_command(3, argv);
+    EQ_EXPECT_OK(eq_capture_config_int(&written, "heads", 3));
+    EQ_EXPECT_OK(eq_capture_config_number(&written, "eps", 0.5));
+    EQ_EXPECT_OK(eq_capture_config_number(&written, "eps", 1e-5)); /* replaces */
+    EQ_EXPECT_OK(eq_capture_config_text(&written, "gelu", "erf"));
+    EQ_EXPECT(written.n_config == 3, "%d config items, want 3", written.n_config);
+    static const eq_dims_rule wrong[] = {{"fc1_out", "seq,hidden"}, {NULL, NULL}};
+    EQ_EXPECT(eq_capture_name_dims(&written, wrong) == EQ_ERR_INTERNAL, "a 2-name dims on a 3-d tensor accepted");
+    eq_error_clear();
+    static const eq_dims_rule rules[] = {{"fc1_*", "seq,batch,ffn"}, {"weight", "ffn"}, {NULL, NULL}};
+    EQ_EXPECT_OK(eq_capture_name_dims(&written, rules));
+    setenv("SOURCE_DATE_EPOCH", "86400", 1);
+    EQ_EXPECT_OK(eq_dump_write(in_dir("config.h5", path, sizeof path), &written));
+    unsetenv("SOURCE_DATE_EPOCH");
+
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    EQ_EXPECT(file >= 0, "cannot open %s", path);
+    H5T_class_t cls;
+    EQ_EXPECT(read_number_attr(file, "/config", "heads", &cls) == 3.0 && cls == H5T_INTEGER, "heads");
+    EQ_EXPECT(read_number_attr(file, "/config", "eps", &cls) == 1e-5 && cls == H5T_FLOAT, "eps");
+    read_text_attr(file, "/config", "gelu", text, sizeof text);
+    EQ_EXPECT(strcmp(text, "erf") == 0, "gelu '%s'", text);
+    read_text_attr(file, "/layers/00/fc1_out", "dims", text, sizeof text);
+    EQ_EXPECT(strcmp(text, "seq,batch,ffn") == 0, "fc1_out dims '%s'", text);
+    read_text_attr(file, "/layers/01/weight", "dims", text, sizeof text);
+    EQ_EXPECT(strcmp(text, "ffn") == 0, "weight dims '%s'", text);
+    EQ_EXPECT(H5Aexists_by_name(file, "/layers/01/loss", "dims", H5P_DEFAULT) == 0, "loss was not named");
+    read_text_attr(file, "/", "command", text, sizeof text);
+    EQ_EXPECT(strcmp(text, "equiv --out 'it'\\''s here'") == 0, "command '%s'", text);
+    read_text_attr(file, "/", "created_utc", text, sizeof text);
+    EQ_EXPECT(strcmp(text, "1970-01-02T00:00:00Z") == 0, "created_utc '%s'", text);
+    read_text_attr(file, "/", "git_revision", text, sizeof text);
+    EQ_EXPECT(text[0] != '\0', "no git_revision");
+    if (file >= 0) H5Fclose(file);
+
+    /* The reader takes the new file as it took the old: same meta and entries, nothing more. */
+    EQ_EXPECT_OK(eq_dump_read(path, &read_back));
+    expect_same_meta(&written.meta, &read_back.meta);
+    expect_same_entries(&written, &read_back);
+    eq_capture_free(&written);
+    eq_capture_free(&read_back);
+}
+
 static void remove_test_dir(void)
 {
     char path[1024];
@@ -369,6 +445,7 @@ int main(void)
     }
     test_round_trip();
     test_layer_order();
+    test_config_dims_provenance();
     test_read_errors();
     test_write_errors();
     test_filename();
