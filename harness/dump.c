@@ -12,25 +12,39 @@
 #include "harness/atomic_file.h"
 #include "harness/h5util.h"
 
-/* The command line of this process, shell-quoted (eq_dump_set_command); "" until set. */
+/* The command line of this process, shell-quoted (eq_dump_set_command); "" until set. A longer
+ * one is cut at the buffer's end. */
 static char command_line[4096];
+static size_t command_used;
+
+static void command_append(const char *text)
+{
+    size_t n = strlen(text);
+    if (command_used + n >= sizeof command_line) n = sizeof command_line - 1 - command_used;
+    memcpy(command_line + command_used, text, n);
+    command_used += n;
+    command_line[command_used] = '\0';
+}
 
 void eq_dump_set_command(int argc, char *const *argv)
 {
-    size_t used = 0;
+    static const char plain_bytes[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./=:,+-@%";
+    command_used = 0;
     command_line[0] = '\0';
-    for (int i = 0; i < argc && used + 1 < sizeof command_line; i++) {
+    for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        /* Quoted unless every byte is one a shell leaves alone. */
-        int plain = a[0] != '\0' && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./=:,+-@%") == strlen(a);
-        size_t room = sizeof command_line - used;
-        int n = snprintf(command_line + used, room, "%s%s", i ? " " : "", plain ? a : "'");
-        used += n > 0 && (size_t)n < room ? (size_t)n : room - 1;
-        for (const char *c = a; !plain && *c && used + 5 < sizeof command_line; c++) {
-            if (*c == '\'') used += (size_t)snprintf(command_line + used, sizeof command_line - used, "'\\''");
-            else command_line[used++] = *c, command_line[used] = '\0';
+        if (i > 0) command_append(" ");
+        /* As is where every byte is one a shell leaves alone; else in single quotes, a quote as '\'' */
+        if (a[0] != '\0' && strspn(a, plain_bytes) == strlen(a)) {
+            command_append(a);
+            continue;
         }
-        if (!plain && used + 1 < sizeof command_line) command_line[used++] = '\'', command_line[used] = '\0';
+        command_append("'");
+        for (const char *c = a; *c; c++) {
+            const char one[2] = {*c, '\0'};
+            command_append(*c == '\'' ? "'\\''" : one);
+        }
+        command_append("'");
     }
 }
 
