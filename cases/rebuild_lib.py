@@ -38,6 +38,10 @@ def load(path):
             sys.exit(2)
         config = {k: (v.item() if hasattr(v, "item") else v) for k, v in f["config"].attrs.items()}
         root = dict(f.attrs)
+        if root.get("dtype") not in ("fp32", "fp64"):
+            print(f"{path}: a {root.get('dtype')} dump; the bound here is fp32's rounding (rebuild an fp32 or "
+                  f"fp64 run)", file=sys.stderr)
+            sys.exit(2)
 
         def visit(name, obj):
             if isinstance(obj, h5py.Dataset):
