@@ -58,6 +58,15 @@ eq_observed eq_observe(const eq_metrics *m);
  * "1 element differs, 1 ULP at index 17", "rounding: max 2 ULP, rel 3.1e-03". */
 const char *eq_diagnose(const eq_metrics *m, char *buf, size_t len);
 
+/* The whole number n, or 1/n, a uniform factor is within rounding of ("8", "-1", "1/16"), else the
+ * least-squares scale to 4 significant digits ("1.5"), when eq_diagnose names the difference a
+ * uniform scale (the direction kept, |ls - 1| > 1e-2); NULL (buf "") otherwise. */
+const char *eq_factor_name(const eq_metrics *m, char *buf, size_t len);
+
+/* The row-major position of flat index `flat` in a tensor of this shape, into index[0..ndim);
+ * 0 when flat is outside 0..numel-1 (e.g. argmax -1), 1 otherwise. */
+int eq_unflatten_index(int ndim, const int64_t *shape, int64_t flat, int64_t *index);
+
 /* What rounding-error theory says of a tensor a model computes by a GEMM whose reduction a layout
  * splits (harness/rounding_bound.h); absent for every other tensor. */
 typedef struct {
@@ -82,6 +91,8 @@ typedef struct {
     int layer;
     char name[EQ_NAME_MAX];
     eq_role role;
+    int ndim;                   /* the compared tensors' shape (row-major): the flat m.argmax is */
+    int64_t shape[EQ_MAX_DIMS]; /* at the position eq_unflatten_index gives */
     eq_metrics m;
     eq_theory theory;
     eq_truth truth;
