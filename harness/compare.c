@@ -419,11 +419,20 @@ void eq_comparison_apply_case(eq_comparison *cmp, const eq_case *kase)
     for (int i = 0; i < cmp->count; i++) {
         eq_tensor_result *res = &cmp->results[i];
         eq_expect e;
+        eq_expect_size size;
         if (res->role == EQ_ROLE_INPUT || res->role == EQ_ROLE_PARAM) continue;
-        if (!eq_case_tensor_expectation(kase, cmp->test_meta.grads, l, res->name, &e)) continue;
+        if (!eq_case_tensor_expectation_sized(kase, cmp->test_meta.grads, l, res->name, &e, &size)) continue;
         cmp->n_unexpected -= !res->as_expected;
         res->expect = e;
+        res->expect_size = size;
         res->as_expected = eq_expectation_met(e, res->observed);
+        if (res->as_expected && e == EQ_EXPECT_DIFFERS && !eq_expect_size_met(&size, res->m.worst_rel, res->m.ls_scale)) {
+            res->as_expected = 0;
+            size_t used = strlen(res->diagnosis);
+            snprintf(res->diagnosis + used, sizeof res->diagnosis - used, "; %s %.3g, expected differs %s %.3g..%.3g",
+                     eq_size_metric_name(size.metric), size.metric == EQ_SIZE_REL ? res->m.worst_rel : res->m.ls_scale,
+                     eq_size_metric_name(size.metric), size.lo, size.hi);
+        }
         cmp->n_unexpected += !res->as_expected;
     }
 }

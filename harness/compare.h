@@ -97,6 +97,7 @@ typedef struct {
     eq_theory theory;
     eq_truth truth;
     eq_expect expect;   /* inputs and params are always expected bit_exact */
+    eq_expect_size expect_size; /* of a differs from the case's [expect.<grads>] (EQ_SIZE_ANY: none) */
     eq_observed observed;
     int as_expected;
     char diagnosis[160];
@@ -127,7 +128,9 @@ void eq_comparison_free(eq_comparison *c);
 
 /* Applies the case's per-tensor expectations ([expect.<grads>], harness/case_file.h) for the
  * test run's convention and layout to the activations, gradients and losses of cmp, updating
- * their verdicts and cmp->n_unexpected. */
+ * their verdicts and cmp->n_unexpected. A differs that states a size is met only by a difference
+ * of that size (worst_rel or ls_scale in its range); one that is not gets the size it had and
+ * the one expected appended to its diagnosis ("; rel 6.7e-11, expected differs rel 3e-4..1e-2"). */
 void eq_comparison_apply_case(eq_comparison *cmp, const eq_case *kase);
 
 #endif

@@ -9,6 +9,8 @@
  *                                  "argmax_index": [2, 7] (null: no element differs),
  *                                  "fitted_factor": ls_scale, "factor_name": "1/8" (null: the
  *                                  difference is not a uniform factor), "metrics": {...},
+ *                                  "expect_size": {"metric": "rel", "lo", "hi"} for a differs
+ *                                  that states its size,
  *                                  "theory": {...} where a rounding bound applies,
  *                                  "truth": {...} with --truth}]}],
  *    "summary": {"comparisons", "tensors", "unexpected", "line"}}
@@ -160,6 +162,10 @@ static json_t *result_json(const eq_tensor_result *r)
     bad |= json_object_set_new(o, "name", json_string(r->name));
     bad |= json_object_set_new(o, "role", json_string(eq_role_name(r->role)));
     bad |= json_object_set_new(o, "expect", json_string(eq_expect_name(r->expect)));
+    if (r->expect == EQ_EXPECT_DIFFERS && r->expect_size.metric != EQ_SIZE_ANY)
+        bad |= json_object_set_new(o, "expect_size",
+                                   json_pack("{s:s, s:f, s:f}", "metric", eq_size_metric_name(r->expect_size.metric),
+                                             "lo", r->expect_size.lo, "hi", r->expect_size.hi));
     bad |= json_object_set_new(o, "observed", json_string(eq_observed_name(r->observed)));
     bad |= json_object_set_new(o, "as_expected", json_boolean(r->as_expected));
     bad |= json_object_set_new(o, "diagnosis", json_string(r->diagnosis));

@@ -119,6 +119,8 @@ BROKEN = [
     ("a shape of five dimensions", lambda d: first_result(d).update(shape=[1, 2, 3, 4, 5])),
     ("the argmax as a flat number where a position belongs", lambda d: first_result(d).update(argmax_index=17)),
     ("a factor name that is a number", lambda d: first_result(d).update(factor_name=0.125)),
+    ("a differs size of an unknown metric",
+     lambda d: first_result(d).update(expect_size={"metric": "max", "lo": 0.0, "hi": 1.0})),
 ]
 
 # What report_json.c may write: each must stay valid.
@@ -130,6 +132,8 @@ ALLOWED = [
     ("no comparisons", lambda d: d.update(comparisons=[], version="")),
     ("an argmax position and a named factor",
      lambda d: first_result(d).update(argmax_index=[3, 7], fitted_factor=0.125, factor_name="1/8")),
+    ("a differs with its size",
+     lambda d: first_result(d).update(expect="differs", expect_size={"metric": "rel", "lo": 3e-4, "hi": 1e-2})),
 ]
 
 
