@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # equiv diff end to end: the PR comment between a clean run (base) and the same run with a planted
 # bug (head) must exit 1, call the regressed tensors new failures with the bug's factor, and carry
-# the collapsible details and the Mermaid chart; base against itself must exit 0 with no regression;
-# --out writes comment.md equal to what was printed.
+# the collapsible details and the Mermaid chart of the regressed gradients; base against itself
+# must exit 0 with no regression, in one line and a collapsed table; --out writes comment.md equal
+# to what was printed.
 #   diff_test.sh EQUIV
 set -u
 equiv=$1
@@ -27,10 +28,16 @@ check "the regressed gradients are new failures" grep -qE '`layers/[0-9]+/[a-z0-
 check "the factor is named" grep -q 'uniform scale x0.125 = 1/8' "$work/regressed.md"
 check "collapsible details" grep -q '<details><summary>gpt fp32 dp8-tp2' "$work/regressed.md"
 check "a Mermaid chart of base against head" grep -q 'xychart-beta' "$work/regressed.md"
+check "the chart follows the regressed gradients, named in the text" \
+    grep -qE 'Lines, in the order the chart draws them: 1\. `[a-z0-9_]+_grad` in base, 2\. `[a-z0-9_]+_grad` in head' \
+    "$work/regressed.md"
 check "--out writes comment.md as printed" cmp -s "$work/regressed.md" "$work/comment/comment.md"
 
 "$equiv" diff "$work/base/report.json" "$work/base/report.json" >"$work/same.md"
 status=$?
 check "a run against itself is no regression (exit $status, want 0)" test "$status" -eq 0
 check "and says so" grep -q 'no divergence regressions' "$work/same.md"
+check "in one line, the table of cells collapsed under it" \
+    test "$(sed -n '1p;3p' "$work/same.md" | tr '\n' '|')" = "**equiv: no divergence regressions** (1 cell compared)|<details><summary>1 cell</summary>|"
+check "and nothing after the table" test "$(tail -1 "$work/same.md")" = "</details>"
 exit "$fail"

@@ -276,9 +276,11 @@ static int parse_tensor_expect_key(parse_state *ps, const char *grads, const cha
         return 0;
     }
     eq_case_tensor_expect *e = &c->tensor_expects[c->n_tensor_expects];
-    if (eq_expect_parse(value, &e->expect) != EQ_OK) {
+    if (eq_expect_parse_sized(value, &e->expect, &e->size) != EQ_OK) {
+        char why[200];
+        snprintf(why, sizeof why, "%s", eq_error_message());
         eq_error_clear();
-        complain(ps, "[expect.%s] %s = '%s' (want bit_exact, within, differs, must_fail)", grads, name, value);
+        complain(ps, "[expect.%s] %s = '%s': %s", grads, name, value, why);
         return 0;
     }
     snprintf(e->grads, sizeof e->grads, "%s", grads);
@@ -496,15 +498,23 @@ eq_expect eq_case_expectation(const eq_case *c, eq_dtype dt, eq_layout l)
     return EQ_EXPECT_WITHIN;
 }
 
-int eq_case_tensor_expectation(const eq_case *c, const char *grads, eq_layout l, const char *name, eq_expect *out)
+int eq_case_tensor_expectation_sized(const eq_case *c, const char *grads, eq_layout l, const char *name,
+                                     eq_expect *out, eq_expect_size *size)
 {
     if (l.dp <= 1) return 0;
     for (int i = 0; i < c->n_tensor_expects; i++) {
         const eq_case_tensor_expect *e = &c->tensor_expects[i];
         if (strcmp(e->grads, grads) == 0 && fnmatch(e->pattern, name, 0) == 0) {
             *out = e->expect;
+            *size = e->size;
             return 1;
         }
     }
     return 0;
+}
+
+int eq_case_tensor_expectation(const eq_case *c, const char *grads, eq_layout l, const char *name, eq_expect *out)
+{
+    eq_expect_size size;
+    return eq_case_tensor_expectation_sized(c, grads, l, name, out, &size);
 }

@@ -22,9 +22,11 @@
  * Values are bit_exact, within, differs, must_fail (harness/tolerance.h).
  *
  *   [expect.avg]                        ; per tensor, under one gradient convention (avg, sum),
- *   ci_*_grad.imp_min = differs         ; in layouts with dp > 1 (where the conventions differ):
- *                                       ; a tensor name glob (fnmatch, the name after layers/NN/)
- *                                       ; = expectation; the first matching line wins */
+ *   ci_*_grad.imp_min = differs rel 3e-4..0.1 ; in layouts with dp > 1 (where the conventions
+ *                                       ; differ): a tensor name glob (fnmatch, the name after
+ *                                       ; layers/NN/) = expectation; the first matching line wins.
+ *                                       ; A differs here may state its size: "rel LO..HI" (worst
+ *                                       ; relative error) or "factor LO..HI" (least-squares scale) */
 #ifndef EQUIV_HARNESS_CASE_FILE_H
 #define EQUIV_HARNESS_CASE_FILE_H
 
@@ -71,6 +73,7 @@ typedef struct {
     char grads[8];                  /* "avg", "sum" */
     char pattern[EQ_CASE_KEY_MAX];  /* fnmatch glob on the tensor name */
     eq_expect expect;
+    eq_expect_size size;            /* of a differs: "differs rel 1e-3..3e-2" (harness/tolerance.h) */
 } eq_case_tensor_expect;
 
 typedef struct {
@@ -123,5 +126,8 @@ eq_expect eq_case_expectation(const eq_case *c, eq_dtype dt, eq_layout l);
 /* The [expect.<grads>] line for tensor `name` (the part after layers/NN/) in layout l: 1 and *out
  * when one matches (only where l.dp > 1), else 0. */
 int eq_case_tensor_expectation(const eq_case *c, const char *grads, eq_layout l, const char *name, eq_expect *out);
+/* The same, with the line's size (EQ_SIZE_ANY when it states none) in *size. */
+int eq_case_tensor_expectation_sized(const eq_case *c, const char *grads, eq_layout l, const char *name,
+                                     eq_expect *out, eq_expect_size *size);
 
 #endif

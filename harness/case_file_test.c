@@ -218,6 +218,37 @@ int main(void)
               "[expect.sum]");
     EQ_EXPECT(!eq_case_tensor_expectation(&c, "avg", (eq_layout){1, 4}, "ci_w1_grad.imp_min", &e),
               "applied at dp 1, where the conventions agree");
+    /* A differs may state its size: a range of the worst relative error or of the fitted factor. */
+    EQ_EXPECT_OK(eq_case_load(write_case("tensor_expect_sized", GOOD_HEAD GOOD_SIZE GOOD_TOL
+                                         "[expect.avg]\nloss.imp_min = differs rel 2e-5..1e-2\n"
+                                         "V_grad = differs factor -0.13..-0.12\nloss = differs\n"), &c));
+    eq_expect_size size = {EQ_SIZE_ANY, 0, 0};
+    EQ_EXPECT(eq_case_tensor_expectation_sized(&c, "avg", (eq_layout){8, 1}, "loss.imp_min", &e, &size) &&
+                  e == EQ_EXPECT_DIFFERS && size.metric == EQ_SIZE_REL && size.lo == 2e-5 && size.hi == 1e-2,
+              "differs rel 2e-5..1e-2 read as %d %g..%g", (int)size.metric, size.lo, size.hi);
+    EQ_EXPECT(eq_case_tensor_expectation_sized(&c, "avg", (eq_layout){8, 1}, "V_grad", &e, &size) &&
+                  size.metric == EQ_SIZE_FACTOR && size.lo == -0.13 && size.hi == -0.12,
+              "differs factor -0.13..-0.12 read as %d %g..%g", (int)size.metric, size.lo, size.hi);
+    EQ_EXPECT(eq_case_tensor_expectation_sized(&c, "avg", (eq_layout){8, 1}, "loss", &e, &size) &&
+                  e == EQ_EXPECT_DIFFERS && size.metric == EQ_SIZE_ANY, "bare differs has a size");
+    expect_malformed("differs_reversed", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.avg]\nloss = differs rel 1e-2..1e-3\n",
+                     "LO is above HI");
+    expect_malformed("differs_no_range", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.avg]\nloss = differs rel 1e-3\n",
+                     "is not LO..HI");
+    expect_malformed("differs_metric", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.avg]\nloss = differs max 1..2\n",
+                     "unknown size 'max'");
+    expect_malformed("differs_negative", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.avg]\nloss = differs rel -1..2\n",
+                     "a relative error is >= 0");
+    expect_malformed("differs_nan", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.avg]\nloss = differs rel 0..nan\n",
+                     "not finite numbers");
+    expect_malformed("differs_word", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.avg]\nloss = differs rel 0..1e-2x\n",
+                     "not finite numbers");
+    expect_malformed("differs_extra", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.avg]\nloss = differs rel 0..1 or so\n",
+                     "want differs rel LO..HI");
+    expect_malformed("within_sized", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.avg]\nloss = within rel 0..1\n",
+                     "only differs takes a size");
+    expect_malformed("sized_in_layout_expect", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect]\ndefault = differs rel 0..1\n",
+                     "want bit_exact");
     expect_malformed("tensor_expect_convention", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.mean]\nloss = differs\n",
                      "unknown section [expect.mean]");
     expect_malformed("tensor_expect_value", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.avg]\nloss = close\n",

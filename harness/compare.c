@@ -241,6 +241,38 @@ static const char *name_factor(double scale, char *buf, size_t len)
     return buf;
 }
 
+/* The uniform-scale branch of eq_diagnose: a difference the least-squares scale explains. */
+static int is_uniform_scale(const eq_metrics *m)
+{
+    return !nonfinite_differs(m) && m->n_differ > 0 && m->max_abs > 0.0 && m->n_finite > 0 &&
+           fabs(m->ls_scale - 1.0) > SCALE_OFF_ONE && fabs(m->cosine) > SCALE_MIN_COSINE;
+}
+
+const char *eq_factor_name(const eq_metrics *m, char *buf, size_t len)
+{
+    if (len > 0) buf[0] = '\0';
+    if (!is_uniform_scale(m)) return NULL;
+    double magnitude = fabs(m->ls_scale), whole = round(magnitude);
+    double inverse = magnitude > 0.0 ? round(1.0 / magnitude) : 0.0;
+    const char *sign = m->ls_scale < 0.0 ? "-" : "";
+    if (whole >= 1.0 && fabs(magnitude / whole - 1.0) < FACTOR_SNAP) snprintf(buf, len, "%s%.0f", sign, whole);
+    else if (inverse >= 2.0 && fabs(magnitude * inverse - 1.0) < FACTOR_SNAP)
+        snprintf(buf, len, "%s1/%.0f", sign, inverse);
+    else snprintf(buf, len, "%.4g", m->ls_scale);
+    return buf;
+}
+
+int eq_unflatten_index(int ndim, const int64_t *shape, int64_t flat, int64_t *index)
+{
+    int64_t numel = eq_shape_numel(ndim, shape);
+    if (flat < 0 || numel < 0 || flat >= numel) return 0;
+    for (int d = ndim - 1; d >= 0; d--) {
+        index[d] = flat % shape[d];
+        flat /= shape[d];
+    }
+    return 1;
+}
+
 const char *eq_diagnose(const eq_metrics *m, char *buf, size_t len)
 {
     char ref_part[64], test_part[64];
@@ -343,6 +375,8 @@ eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *t
         snprintf(res->name, sizeof res->name, "%s", r->name);
         res->layer = r->layer;
         res->role = r->role;
+        res->ndim = r->tensor.ndim;
+        memcpy(res->shape, r->tensor.shape, sizeof res->shape);
         EQ_TRY(eq_compare_tensors(&r->tensor, &t->tensor, r->role == EQ_ROLE_GRAD ? grad_tol : tol, &res->m));
         /* Inputs are identical by construction and parameters are initialised as the full master
          * tensor then sliced (seed 002 section 1): any difference there is a harness bug. */
@@ -385,11 +419,20 @@ void eq_comparison_apply_case(eq_comparison *cmp, const eq_case *kase)
     for (int i = 0; i < cmp->count; i++) {
         eq_tensor_result *res = &cmp->results[i];
         eq_expect e;
+        eq_expect_size size;
         if (res->role == EQ_ROLE_INPUT || res->role == EQ_ROLE_PARAM) continue;
-        if (!eq_case_tensor_expectation(kase, cmp->test_meta.grads, l, res->name, &e)) continue;
+        if (!eq_case_tensor_expectation_sized(kase, cmp->test_meta.grads, l, res->name, &e, &size)) continue;
         cmp->n_unexpected -= !res->as_expected;
         res->expect = e;
+        res->expect_size = size;
         res->as_expected = eq_expectation_met(e, res->observed);
+        if (res->as_expected && e == EQ_EXPECT_DIFFERS && !eq_expect_size_met(&size, res->m.worst_rel, res->m.ls_scale)) {
+            res->as_expected = 0;
+            size_t used = strlen(res->diagnosis);
+            snprintf(res->diagnosis + used, sizeof res->diagnosis - used, "; %s %.3g, expected differs %s %.3g..%.3g",
+                     eq_size_metric_name(size.metric), size.metric == EQ_SIZE_REL ? res->m.worst_rel : res->m.ls_scale,
+                     eq_size_metric_name(size.metric), size.lo, size.hi);
+        }
         cmp->n_unexpected += !res->as_expected;
     }
 }

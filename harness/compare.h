@@ -58,6 +58,15 @@ eq_observed eq_observe(const eq_metrics *m);
  * "1 element differs, 1 ULP at index 17", "rounding: max 2 ULP, rel 3.1e-03". */
 const char *eq_diagnose(const eq_metrics *m, char *buf, size_t len);
 
+/* The whole number n, or 1/n, a uniform factor is within rounding of ("8", "-1", "1/16"), else the
+ * least-squares scale to 4 significant digits ("1.5"), when eq_diagnose names the difference a
+ * uniform scale (the direction kept, |ls - 1| > 1e-2); NULL (buf "") otherwise. */
+const char *eq_factor_name(const eq_metrics *m, char *buf, size_t len);
+
+/* The row-major position of flat index `flat` in a tensor of this shape, into index[0..ndim);
+ * 0 when flat is outside 0..numel-1 (e.g. argmax -1), 1 otherwise. */
+int eq_unflatten_index(int ndim, const int64_t *shape, int64_t flat, int64_t *index);
+
 /* What rounding-error theory says of a tensor a model computes by a GEMM whose reduction a layout
  * splits (harness/rounding_bound.h); absent for every other tensor. */
 typedef struct {
@@ -82,10 +91,13 @@ typedef struct {
     int layer;
     char name[EQ_NAME_MAX];
     eq_role role;
+    int ndim;                   /* the compared tensors' shape (row-major): the flat m.argmax is */
+    int64_t shape[EQ_MAX_DIMS]; /* at the position eq_unflatten_index gives */
     eq_metrics m;
     eq_theory theory;
     eq_truth truth;
     eq_expect expect;   /* inputs and params are always expected bit_exact */
+    eq_expect_size expect_size; /* of a differs from the case's [expect.<grads>] (EQ_SIZE_ANY: none) */
     eq_observed observed;
     int as_expected;
     char diagnosis[160];
@@ -116,7 +128,9 @@ void eq_comparison_free(eq_comparison *c);
 
 /* Applies the case's per-tensor expectations ([expect.<grads>], harness/case_file.h) for the
  * test run's convention and layout to the activations, gradients and losses of cmp, updating
- * their verdicts and cmp->n_unexpected. */
+ * their verdicts and cmp->n_unexpected. A differs that states a size is met only by a difference
+ * of that size (worst_rel or ls_scale in its range); one that is not gets the size it had and
+ * the one expected appended to its diagnosis ("; rel 6.7e-11, expected differs rel 3e-4..1e-2"). */
 void eq_comparison_apply_case(eq_comparison *cmp, const eq_case *kase);
 
 #endif

@@ -436,8 +436,81 @@ static void test_ratio_metrics(void)
     }
 }
 
+/* A case line "out = differs rel 1e-3..1e-2" (or "factor 0.12..0.13") at dp 8 under avg, applied
+ * to out = ref x (1 + delta): the non-invariance at its stated size is as expected; the same at 10x
+ * that size, and a one-ULP rounding difference, are not, and the diagnosis says why. */
+static int sized_verdict(double factor, int bump, eq_expect_size size, char *diagnosis, size_t len)
+{
+    eq_capture ref, test;
+    eq_comparison c;
+    eq_case kase;
+    memset(&kase, 0, sizeof kase);
+    kase.tensor_expects[0] = (eq_case_tensor_expect){"avg", "out", EQ_EXPECT_DIFFERS, size};
+    kase.n_tensor_expects = 1;
+    make_capture(&ref, 8, EQ_FP32, 1);
+    make_capture(&test, 8, EQ_FP32, 1);
+    eq_tensor *out = &test.entries[2].tensor;
+    for (int64_t i = 0; i < eq_tensor_numel(out); i++) eq_tensor_set(out, i, eq_tensor_get(out, i) * factor);
+    if (bump) bump_one_ulp(out, 9);
+    EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &tol_fp32, EQ_EXPECT_WITHIN, &c));
+    c.test_meta.dp = 8;
+    snprintf(c.test_meta.grads, sizeof c.test_meta.grads, "avg");
+    eq_comparison_apply_case(&c, &kase);
+    int ok = c.count == 3 && c.results[2].as_expected;
+    EQ_EXPECT(c.count == 3 && c.n_unexpected == !ok, "n_unexpected %d with out %s", c.n_unexpected,
+              ok ? "as expected" : "not");
+    if (c.count == 3) snprintf(diagnosis, len, "%s", c.results[2].diagnosis);
+    EQ_EXPECT(c.count == 3 && c.results[2].expect_size.metric == size.metric, "size not kept on the result");
+    eq_comparison_free(&c);
+    eq_capture_free(&test);
+    eq_capture_free(&ref);
+    return ok;
+}
+
+static void test_sized_differs(void)
+{
+    const eq_expect_size rel = {EQ_SIZE_REL, 1e-3, 1e-2}, factor = {EQ_SIZE_FACTOR, 0.12, 0.13};
+    const eq_expect_size any = {EQ_SIZE_ANY, 0, 0};
+    char diag[160];
+    EQ_EXPECT(sized_verdict(1.003, 0, rel, diag, sizeof diag), "x1.003 (rel 3e-3) not as expected: %s", diag);
+    EQ_EXPECT(!sized_verdict(1.03, 0, rel, diag, sizeof diag), "x1.03 (rel 3e-2, 10x the size) as expected");
+    EXPECT_HAS(diag, "; rel 0.03, expected differs rel 0.001..0.01");
+    EQ_EXPECT(!sized_verdict(1.0, 1, rel, diag, sizeof diag), "a one-ULP rounding difference as expected");
+    EXPECT_HAS(diag, "expected differs rel 0.001..0.01");
+    EQ_EXPECT(sized_verdict(1.0, 1, any, diag, sizeof diag), "bare differs refused a one-ULP difference");
+    EQ_EXPECT(!sized_verdict(1.0, 0, rel, diag, sizeof diag), "bit-exact met a differs");
+    EQ_EXPECT(sized_verdict(0.125, 0, factor, diag, sizeof diag), "x1/8 not in factor 0.12..0.13: %s", diag);
+    EQ_EXPECT(!sized_verdict(0.25, 0, factor, diag, sizeof diag), "x1/4 in factor 0.12..0.13");
+    EXPECT_HAS(diag, "; factor 0.25, expected differs factor 0.12..0.13");
+}
+
+/* The flat argmax as a position, and the factor's name for the JSON report. */
+static void test_index_and_factor_name(void)
+{
+    const int64_t shape[3] = {32, 2, 128};
+    int64_t index[3] = {-1, -1, -1};
+    EQ_EXPECT(eq_unflatten_index(3, shape, (5 * 2 + 1) * 128 + 77, index) && index[0] == 5 && index[1] == 1 &&
+                  index[2] == 77, "position [%lld, %lld, %lld], want [5, 1, 77]", (long long)index[0],
+              (long long)index[1], (long long)index[2]);
+    EQ_EXPECT(!eq_unflatten_index(3, shape, -1, index), "argmax -1 has a position");
+    EQ_EXPECT(!eq_unflatten_index(3, shape, 32 * 2 * 128, index), "an index past the end has a position");
+    eq_metrics m = {.n_differ = 10, .n_finite = 10, .max_abs = 1.0, .cosine = 1.0, .ls_scale = 0.0625};
+    char name[32];
+    EQ_EXPECT(eq_factor_name(&m, name, sizeof name) != NULL && strcmp(name, "1/16") == 0, "x0.0625 named '%s'", name);
+    m.ls_scale = -8.01;
+    EQ_EXPECT(eq_factor_name(&m, name, sizeof name) != NULL && strcmp(name, "-8") == 0, "x-8.01 named '%s'", name);
+    m.ls_scale = 1.5;
+    EQ_EXPECT(eq_factor_name(&m, name, sizeof name) != NULL && strcmp(name, "1.5") == 0, "x1.5 named '%s'", name);
+    m.ls_scale = 1.001; /* rounding, not a factor */
+    EQ_EXPECT(eq_factor_name(&m, name, sizeof name) == NULL && name[0] == '\0', "x1.001 named '%s'", name);
+    m.ls_scale = 0.5, m.cosine = 0.3; /* direction lost: not a uniform factor */
+    EQ_EXPECT(eq_factor_name(&m, name, sizeof name) == NULL, "cos 0.3 named '%s'", name);
+}
+
 int main(void)
 {
+    test_sized_differs();
+    test_index_and_factor_name();
     test_ratio_metrics();
     test_rms_scaled_tolerance();
     test_hand_computed();

@@ -188,7 +188,7 @@ eq_status eq_expect_parse(const char *name, eq_expect *out)
             return EQ_OK;
         }
     }
-    return EQ_FAIL(EQ_ERR_INPUT, "unknown expectation '%s' (known: bit_exact, within, differs, must_fail)",
+    return EQ_FAIL(EQ_ERR_INPUT, "unknown expectation '%s' (want bit_exact, within, differs, must_fail)",
                    name);
 }
 
@@ -212,4 +212,61 @@ int eq_expectation_met(eq_expect e, eq_observed o)
     case EQ_EXPECT_MUST_FAIL: return o == EQ_OBS_OUTSIDE || o == EQ_OBS_NONFINITE;
     }
     return 0;
+}
+
+/* A whole string as a finite number. */
+static int parse_finite(const char *text, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(v)) return 0;
+    *out = v;
+    return 1;
+}
+
+eq_status eq_expect_parse_sized(const char *text, eq_expect *out, eq_expect_size *size)
+{
+    char word[32], metric[32], range[96], extra[2];
+    *size = (eq_expect_size){EQ_SIZE_ANY, 0.0, 0.0};
+    int n = sscanf(text, "%31s %31s %95s %1s", word, metric, range, extra);
+    if (n < 1) return EQ_FAIL(EQ_ERR_INPUT, "empty expectation");
+    if (n == 1) return eq_expect_parse(word, out);
+    const char *want = "want differs rel LO..HI or differs factor LO..HI";
+    if (strcmp(word, "differs") != 0)
+        return EQ_FAIL(EQ_ERR_INPUT, "'%s': only differs takes a size (%s)", text, want);
+    if (n != 3) return EQ_FAIL(EQ_ERR_INPUT, "'%s' (%s)", text, want);
+    if (strcmp(metric, "rel") == 0) size->metric = EQ_SIZE_REL;
+    else if (strcmp(metric, "factor") == 0) size->metric = EQ_SIZE_FACTOR;
+    else return EQ_FAIL(EQ_ERR_INPUT, "'%s': unknown size '%s' (%s)", text, metric, want);
+    char *dots = strstr(range, "..");
+    if (dots == NULL) return EQ_FAIL(EQ_ERR_INPUT, "'%s': the range '%s' is not LO..HI", text, range);
+    *dots = '\0';
+    if (!parse_finite(range, &size->lo) || !parse_finite(dots + 2, &size->hi))
+        return EQ_FAIL(EQ_ERR_INPUT, "'%s': the range's ends are not finite numbers", text);
+    if (size->lo > size->hi) return EQ_FAIL(EQ_ERR_INPUT, "'%s': LO is above HI", text);
+    if (size->metric == EQ_SIZE_REL && size->lo < 0.0)
+        return EQ_FAIL(EQ_ERR_INPUT, "'%s': a relative error is >= 0", text);
+    *out = EQ_EXPECT_DIFFERS;
+    return EQ_OK;
+}
+
+const char *eq_size_metric_name(eq_size_metric m)
+{
+    switch (m) {
+    case EQ_SIZE_REL: return "rel";
+    case EQ_SIZE_FACTOR: return "factor";
+    case EQ_SIZE_ANY: break;
+    }
+    return "";
+}
+
+int eq_expect_size_met(const eq_expect_size *size, double worst_rel, double ls_scale)
+{
+    switch (size->metric) {
+    case EQ_SIZE_REL: return worst_rel >= size->lo && worst_rel <= size->hi; /* NaN: not met */
+    case EQ_SIZE_FACTOR: return ls_scale >= size->lo && ls_scale <= size->hi;
+    case EQ_SIZE_ANY: break;
+    }
+    return 1;
 }

@@ -66,4 +66,23 @@ const char *eq_observed_name(eq_observed o); /* "bit-exact", "within", "OUTSIDE"
 /* Does the observation meet the expectation? */
 int eq_expectation_met(eq_expect e, eq_observed o);
 
+/* The size a `differs` states, so that a non-invariance of the wrong size (rounding noise, or a
+ * stand-in off by a factor) is not as expected:
+ *   differs rel LO..HI      the worst relative error max |d| / max |ref| is in [LO, HI]
+ *   differs factor LO..HI   the least-squares scale <test,ref> / <ref,ref> is in [LO, HI]
+ * Bare `differs` is EQ_SIZE_ANY: anything not bit-exact. */
+typedef enum { EQ_SIZE_ANY = 0, EQ_SIZE_REL = 1, EQ_SIZE_FACTOR = 2 } eq_size_metric;
+typedef struct {
+    eq_size_metric metric;
+    double lo, hi; /* finite, lo <= hi (rel: lo >= 0) */
+} eq_expect_size;
+
+/* An expectation with an optional size ("within", "differs", "differs rel 1e-3..3e-2"): a size
+ * only after differs. EQ_ERR_INPUT saying what is wrong otherwise. */
+eq_status eq_expect_parse_sized(const char *text, eq_expect *out, eq_expect_size *size);
+/* "rel", "factor" ("" for EQ_SIZE_ANY). */
+const char *eq_size_metric_name(eq_size_metric m);
+/* Is a worst relative error / least-squares scale inside the stated size? (EQ_SIZE_ANY: yes.) */
+int eq_expect_size_met(const eq_expect_size *size, double worst_rel, double ls_scale);
+
 #endif

@@ -13,14 +13,19 @@
 
 /* GitHub refuses a comment over 65536 characters. Text from a report is cut (names at NAME_TEXT,
  * paths at PATH_TEXT, diagnoses at DIAGNOSIS_TEXT characters, escapes included), so a table row
- * stays under ~400 characters and MAX_TABLE_ROWS of them under 24000; a block holds at most
- * MAX_TENSOR_ROWS rows of under ~550 and a chart of at most MAX_CHART_LAYERS points, under
- * 13000 in all; no block starts once BLOCK_BUDGET characters are written: the comment ends
- * below ~58000. */
+ * stays under ~400 characters and MAX_TABLE_ROWS of them (over all tables) under 24000; a block
+ * holds at most MAX_TENSOR_ROWS rows of under ~550 and a chart of 2 x MAX_CHART_NAMES lines of
+ * at most MAX_CHART_LAYERS points with its legend, under 15000 in all; no block starts once
+ * BLOCK_BUDGET characters are written: the comment ends below ~60000. */
 #define BLOCK_BUDGET 44000
 #define MAX_TABLE_ROWS 60
 #define MAX_TENSOR_ROWS 20
 #define MAX_CHART_LAYERS 64
+#define MAX_CHART_NAMES 3 /* tensor names a chart follows: 2 lines each (base, head) */
+/* A few ULPs of the reference: a max |d| up to NOISE_ULPS units in the last place of the
+ * reference's largest magnitude (in the run's dtype) is what one or two roundings of that element
+ * make, whatever the layout. */
+#define NOISE_ULPS 4
 #define NAME_TEXT 40
 #define PATH_TEXT 100
 #define DIAGNOSIS_TEXT 200
@@ -38,7 +43,9 @@ static const char *const change_names[CHANGE_COUNT] = {
 typedef struct {
     json_t *base, *head; /* the result objects; one is NULL for a tensor on one side only */
     change_kind kind;
-    double factor;       /* head / base of max or mean |d|, whichever rose more (NAN: none) */
+    double factor;       /* head / base of max or mean |d|, whichever rose more, the base taken
+                            at least at the noise floor (NAN: none) */
+    int from_noise;      /* the base of that factor was at or under the noise floor */
     int order;           /* capture order, to keep ties in it */
 } tensor_change;
 
@@ -48,6 +55,7 @@ typedef struct {
     int n_changes, n_regressed;
     int counts[CHANGE_COUNT];
     double worst_factor; /* largest factor of a tensor on both sides (NAN: none) */
+    int worst_from_noise; /* that factor's base was noise */
 } cell_diff;
 
 typedef struct {
@@ -207,30 +215,69 @@ static eq_status match_cells(json_t *base, json_t *head, cell_diff **cells, int 
     return EQ_OK;
 }
 
-/* head / base of a |d|; 1 when both are at or below the floor (noise), infinite from a zero. */
-static double growth_factor(double base, double head, double floor_abs)
+/* Spacing of dtype's numbers at |x|'s scale, 2^(floor(log2|x|) - p + 1) (0 for x 0 or not finite;
+ * an unknown dtype as fp64). */
+static double ulp_of(double x, const char *dtype)
 {
-    if (isnan(base) || isnan(head)) return NAN;
-    if (head <= floor_abs && base <= floor_abs) return 1.0;
-    return base == 0.0 ? INFINITY : head / base;
+    int p = strcmp(dtype, "bf16") == 0 ? 8 : strcmp(dtype, "fp32") == 0 ? 24 : 53, e;
+    if (!isfinite(x) || x == 0.0) return 0.0;
+    frexp(fabs(x), &e);
+    return ldexp(1.0, e - p);
 }
 
-static change_kind classify(const json_t *b, const json_t *h, const eq_diff_options *opt, double *factor)
+/* The |d| at or under which a tensor's difference is noise: the larger of the option's absolute
+ * floor, the rounding-error bound of the tensor where a report has one (theory.det_bound_max: no
+ * summation order exceeds it), and NOISE_ULPS ULPs of its reference's largest magnitude in the
+ * run's dtype; over both sides (the reference itself may have changed). A report without those
+ * fields gets the absolute floor. */
+static double noise_floor(const json_t *b, const json_t *h, const char *dtype, const eq_diff_options *opt)
+{
+    double floor_abs = opt->floor;
+    const json_t *sides[2] = {b, h};
+    for (int k = 0; k < 2; k++) {
+        double bound = NAN, ref_absmax = NAN;
+        read_number(json_object_get(json_object_get(sides[k], "theory"), "det_bound_max"), &bound);
+        read_number(json_object_get(json_object_get(sides[k], "metrics"), "ref_absmax"), &ref_absmax);
+        if (isfinite(bound)) floor_abs = fmax(floor_abs, bound);
+        floor_abs = fmax(floor_abs, NOISE_ULPS * ulp_of(ref_absmax, dtype));
+    }
+    return floor_abs;
+}
+
+/* head / base of a |d|, the base taken at least at the floor: 1 when both are at or below it
+ * (noise), head / floor when only the base is (growth from noise, *from_noise set). */
+static double growth_factor(double base, double head, double floor_abs, int *from_noise)
+{
+    *from_noise = 0;
+    if (isnan(base) || isnan(head)) return NAN;
+    if (head <= floor_abs && base <= floor_abs) return 1.0;
+    if (base > floor_abs) return head / base;
+    *from_noise = 1;
+    return floor_abs > 0.0 ? head / floor_abs : INFINITY;
+}
+
+static change_kind classify(const json_t *b, const json_t *h, const char *dtype, const eq_diff_options *opt,
+                            double *factor, int *from_noise)
 {
     double b_max = metric(b, "max_abs"), h_max = metric(h, "max_abs");
     double b_mean = metric(b, "mean_abs"), h_mean = metric(h, "mean_abs");
-    double f_max = growth_factor(b_max, h_max, opt->floor), f_mean = growth_factor(b_mean, h_mean, opt->floor);
-    *factor = isnan(f_max) || f_mean > f_max ? f_mean : f_max;
+    double floor_abs = noise_floor(b, h, dtype, opt);
+    int noise_max, noise_mean;
+    double f_max = growth_factor(b_max, h_max, floor_abs, &noise_max);
+    double f_mean = growth_factor(b_mean, h_mean, floor_abs, &noise_mean);
+    int mean_wins = isnan(f_max) || f_mean > f_max;
+    *factor = mean_wins ? f_mean : f_max;
+    *from_noise = mean_wins ? noise_mean : noise_max;
     int b_ok = json_is_true(json_object_get(b, "as_expected")), h_ok = json_is_true(json_object_get(h, "as_expected"));
     int b_exact = strcmp(text(b, "observed"), "bit-exact") == 0;
     int h_exact = strcmp(text(h, "observed"), "bit-exact") == 0;
     if (b_ok && !h_ok) return CHANGE_NEW_FAILURE;
     if (b_exact && !h_exact) return CHANGE_STOPPED_EXACT;
-    if ((f_max > opt->growth && h_max > opt->floor) || (f_mean > opt->growth && h_mean > opt->floor))
+    if ((f_max > opt->growth && h_max > floor_abs) || (f_mean > opt->growth && h_mean > floor_abs))
         return CHANGE_GREW;
     if (!b_ok && h_ok) return CHANGE_FIXED;
     if (!b_exact && h_exact) return CHANGE_BECAME_EXACT;
-    if ((f_max < 1.0 / opt->growth && b_max > opt->floor) || (f_mean < 1.0 / opt->growth && b_mean > opt->floor))
+    if ((f_max < 1.0 / opt->growth && b_max > floor_abs) || (f_mean < 1.0 / opt->growth && b_mean > floor_abs))
         return CHANGE_SHRANK;
     return CHANGE_NONE;
 }
@@ -245,9 +292,9 @@ static int worse_change_first(const void *pa, const void *pb)
     return a->order - b->order;
 }
 
-static void add_change(cell_diff *cell, json_t *b, json_t *h, change_kind kind, double factor)
+static void add_change(cell_diff *cell, json_t *b, json_t *h, change_kind kind, double factor, int from_noise)
 {
-    cell->changes[cell->n_changes] = (tensor_change){b, h, kind, factor, cell->n_changes};
+    cell->changes[cell->n_changes] = (tensor_change){b, h, kind, factor, from_noise, cell->n_changes};
     cell->n_changes++;
     cell->counts[kind]++;
     cell->n_regressed += IS_REGRESSION(kind);
@@ -267,6 +314,7 @@ static eq_status diff_cell(cell_diff *cell, const eq_diff_options *opt)
     json_t *base_results = json_object_get(cell->base, "results"), *r;
     json_t *head_results = json_object_get(cell->head, "results");
     size_t n_base = json_array_size(base_results), n_head = json_array_size(head_results), i;
+    const char *dtype = text(json_object_get(cell->head, "test"), "dtype");
     char *head_paired = calloc(n_head + 1, 1);
     cell->changes = calloc(n_base + n_head + 1, sizeof *cell->changes);
     if (head_paired == NULL || cell->changes == NULL) {
@@ -278,17 +326,21 @@ static eq_status diff_cell(cell_diff *cell, const eq_diff_options *opt)
         if (j >= n_head || head_paired[j] || !same_path(r, head_results, j))
             for (j = 0; j < n_head && (head_paired[j] || !same_path(r, head_results, j)); j++) continue;
         if (j == n_head) {
-            add_change(cell, r, NULL, CHANGE_ONLY_BASE, NAN);
+            add_change(cell, r, NULL, CHANGE_ONLY_BASE, NAN, 0);
             continue;
         }
         json_t *h = json_array_get(head_results, j);
         double factor;
-        change_kind kind = classify(r, h, opt, &factor);
+        int from_noise;
+        change_kind kind = classify(r, h, dtype, opt, &factor, &from_noise);
         head_paired[j] = 1;
-        if (!isnan(factor) && (isnan(cell->worst_factor) || factor > cell->worst_factor)) cell->worst_factor = factor;
-        if (kind != CHANGE_NONE) add_change(cell, r, h, kind, factor);
+        if (!isnan(factor) && (isnan(cell->worst_factor) || factor > cell->worst_factor)) {
+            cell->worst_factor = factor;
+            cell->worst_from_noise = from_noise;
+        }
+        if (kind != CHANGE_NONE) add_change(cell, r, h, kind, factor, from_noise);
     }
-    json_array_foreach(head_results, i, r) if (!head_paired[i]) add_change(cell, NULL, r, CHANGE_ONLY_HEAD, NAN);
+    json_array_foreach(head_results, i, r) if (!head_paired[i]) add_change(cell, NULL, r, CHANGE_ONLY_HEAD, NAN, 0);
     qsort(cell->changes, (size_t)cell->n_changes, sizeof *cell->changes, worse_change_first);
     free(head_paired);
     return EQ_OK;
@@ -323,12 +375,15 @@ static void emit_text(comment *out, const char *s, long limit, int in_code)
     if (s[i] != '\0') emit(out, "...");
 }
 
-static const char *format_factor(double factor, char *buf, size_t len)
+/* "3.0x", "200x", "5.0e+04x"; "from noise" after a factor over the noise floor rather than over
+ * the base (which was under it). */
+static const char *format_factor(double factor, int from_noise, char *buf, size_t len)
 {
+    const char *tail = from_noise ? " from noise" : "";
     if (isnan(factor)) snprintf(buf, len, "-");
     else if (isinf(factor)) snprintf(buf, len, "from 0");
-    else if (factor < 100.0) snprintf(buf, len, "%.1fx", factor);
-    else snprintf(buf, len, factor < 1e4 ? "%.0fx" : "%.1ex", factor);
+    else if (factor < 100.0) snprintf(buf, len, "%.1fx%s", factor, tail);
+    else snprintf(buf, len, factor < 1e4 ? "%.0fx%s" : "%.1ex%s", factor, tail);
     return buf;
 }
 
@@ -376,82 +431,148 @@ static int cell_rank(const cell_diff *cell)
     return cell->n_changes > 0 || cell->base == NULL ? 1 : 2;
 }
 
-static void write_table(comment *out, const cell_diff *cells, int n_cells)
+/* The cells of ranks first..last, in that order; *shown counts the rows of every table so far,
+ * which stop at MAX_TABLE_ROWS in all ("... and N more cells"). */
+static void write_table(comment *out, const cell_diff *cells, int n_cells, int first, int last, int *shown)
 {
-    int rows = 0;
-    char base_verdict[32], head_verdict[32], factor[32];
+    int rows = 0, room = MAX_TABLE_ROWS - *shown;
+    char base_verdict[32], head_verdict[32], factor[48];
     emit(out, "| Cell | Base -> Head | Worst growth | Changes |\n|------|--------------|-------------:|---------|\n");
-    for (int rank = 0; rank <= 2; rank++) {
+    for (int rank = first; rank <= last; rank++) {
         for (int c = 0; c < n_cells; c++) {
             const cell_diff *cell = &cells[c];
-            if (cell_rank(cell) != rank || rows++ >= MAX_TABLE_ROWS) continue;
+            if (cell_rank(cell) != rank || rows++ >= room) continue;
             emit(out, "| ");
             emit_cell_name(out, cell);
             emit(out, " | %s -> %s%s%s | %s | ", format_verdict(cell->base, base_verdict, sizeof base_verdict),
                  rank == 0 ? "**" : "", format_verdict(cell->head, head_verdict, sizeof head_verdict),
-                 rank == 0 ? "**" : "", format_factor(cell->worst_factor, factor, sizeof factor));
+                 rank == 0 ? "**" : "", format_factor(cell->worst_factor, cell->worst_from_noise, factor, sizeof factor));
             if (cell->head == NULL) emit(out, "missing from head");
             else if (cell->base == NULL) emit(out, "new in head");
             else emit_counts(out, cell->counts, CHANGE_NEW_FAILURE);
             emit(out, " |\n");
         }
     }
-    if (rows > MAX_TABLE_ROWS) emit(out, "\n... and %d more cells\n", rows - MAX_TABLE_ROWS);
+    if (rows > room) emit(out, "\n... and %d more cells\n", rows - room);
+    *shown += rows < room ? rows : room;
     emit(out, "\n");
 }
 
-/* The tensor the chart follows: the block output "out" when the cell has one, else the name
- * with the most layers (the first such in capture order). */
-static const char *chart_tensor(const json_t *results)
+/* Is a's factor larger than b's (a factor beats none)? */
+static int grew_more(const tensor_change *a, const tensor_change *b)
 {
-    const char *best = NULL;
-    int best_count = 0;
-    size_t i, j;
-    json_t *r, *other;
-    json_array_foreach(results, i, r) if (strcmp(text(r, "name"), "out") == 0) return "out";
-    json_array_foreach(results, i, r) {
-        int count = 0;
-        json_array_foreach(results, j, other) count += strcmp(text(r, "name"), text(other, "name")) == 0;
-        if (count > best_count) best = text(r, "name"), best_count = count;
-    }
-    return best;
+    return !isnan(a->factor) && (isnan(b->factor) || a->factor > b->factor);
 }
 
-/* A Mermaid xychart (GitHub renders it inline) of the chosen tensor's max |d| by layer in head,
- * base against head (the base tensor of the same path; 0 where base lacks it or a value is not
- * finite). Mermaid's numbers have no exponent, so small values are scaled and the axis says so. */
+/* The tensor names the chart follows: those of the cell's regressed tensors (on both sides), by
+ * their worst growth (largest factor first, then the order of cell->changes), at most
+ * MAX_CHART_NAMES; *n of them, with each one's worst change in worst[]. */
+static void chart_names(const cell_diff *cell, const char **names, const tensor_change **worst, int *n)
+{
+    *n = 0;
+    for (int i = 0; i < cell->n_changes; i++) {
+        const tensor_change *ch = &cell->changes[i];
+        if (!IS_REGRESSION(ch->kind) || ch->base == NULL || ch->head == NULL) continue;
+        const char *name = text(ch->head, "name");
+        int k = 0;
+        while (k < *n && strcmp(names[k], name) != 0) k++;
+        if (k < *n) { /* a name already kept: its worst change may be this one */
+            if (grew_more(ch, worst[k])) worst[k] = ch;
+        } else if (*n < MAX_CHART_NAMES) {
+            names[k] = name, worst[k] = ch, (*n)++;
+        } else { /* replace the kept name that grew least, if this one grew more */
+            int least = 0;
+            for (int j = 1; j < *n; j++)
+                if (grew_more(worst[least], worst[j])) least = j;
+            if (!grew_more(ch, worst[least])) continue;
+            /* a later change of an evicted name may come back: its worst is then compared anew */
+            k = least;
+            names[k] = name, worst[k] = ch;
+        }
+        for (; k > 0 && grew_more(worst[k], worst[k - 1]); k--) { /* keep names[] worst first */
+            const char *tn = names[k];
+            const tensor_change *tw = worst[k];
+            names[k] = names[k - 1], worst[k] = worst[k - 1];
+            names[k - 1] = tn, worst[k - 1] = tw;
+        }
+    }
+}
+
+/* The result in `results` with this name in this layer, or NULL. */
+static const json_t *find_named(const json_t *results, const char *name, int layer)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach(results, i, r)
+        if (strcmp(text(r, "name"), name) == 0 && json_integer_value(json_object_get(r, "layer")) == layer) return r;
+    return NULL;
+}
+
+static int by_value(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* A Mermaid xychart (GitHub renders it inline) of the max |d| by layer of the tensors that
+ * regressed, worst growth first: per tensor name a base line and a head line (0 where a side lacks
+ * that layer or a value is not finite). Mermaid draws no legend, so the text before the chart
+ * names the lines in order. Its numbers have no exponent: small values are scaled and the axis
+ * says so. */
 static void write_chart(comment *out, const cell_diff *cell)
 {
     json_t *head_results = json_object_get(cell->head, "results"), *r;
     json_t *base_results = json_object_get(cell->base, "results");
-    const char *name = chart_tensor(head_results);
-    int layers[MAX_CHART_LAYERS], n = 0, exponent = 0;
-    double values[2][MAX_CHART_LAYERS] = {{0}}, largest = 0.0;
-    size_t i, j;
-    if (name == NULL) return;
+    const char *names[MAX_CHART_NAMES];
+    const tensor_change *worst[MAX_CHART_NAMES];
+    int n_names = 0, layers[MAX_CHART_LAYERS], n = 0, exponent = 0, cut = 0;
+    double values[2 * MAX_CHART_NAMES][MAX_CHART_LAYERS] = {{0}}, largest = 0.0;
+    char factor[48];
+    size_t i;
+    chart_names(cell, names, worst, &n_names);
+    if (n_names == 0) return;
     json_array_foreach(head_results, i, r) {
-        if (n == MAX_CHART_LAYERS || strcmp(text(r, "name"), name) != 0) continue;
-        layers[n] = (int)json_integer_value(json_object_get(r, "layer"));
-        for (j = 0; j < json_array_size(base_results) && !same_path(r, base_results, j); j++) continue;
-        values[0][n] = metric(json_array_get(base_results, j), "max_abs");
-        values[1][n] = metric(r, "max_abs");
-        for (int side = 0; side < 2; side++) {
-            if (!isfinite(values[side][n])) values[side][n] = 0.0;
-            largest = fmax(largest, values[side][n]);
+        int named = 0, layer = (int)json_integer_value(json_object_get(r, "layer")), seen = 0;
+        for (int k = 0; k < n_names; k++) named |= strcmp(text(r, "name"), names[k]) == 0;
+        for (int j = 0; j < n; j++) seen |= layers[j] == layer;
+        if (!named || seen) continue;
+        if (n == MAX_CHART_LAYERS) cut = 1;
+        else layers[n++] = layer;
+    }
+    qsort(layers, (size_t)n, sizeof layers[0], by_value);
+    for (int k = 0; k < n_names; k++) {
+        for (int j = 0; j < n; j++) {
+            const json_t *h = find_named(head_results, names[k], layers[j]);
+            const json_t *b = h != NULL ? NULL : find_named(base_results, names[k], layers[j]);
+            if (h != NULL) { /* the base tensor of the same path */
+                size_t m;
+                json_t *x;
+                json_array_foreach(base_results, m, x) if (strcmp(text(x, "path"), text(h, "path")) == 0) b = x;
+            }
+            values[2 * k][j] = b != NULL ? metric(b, "max_abs") : 0.0;
+            values[2 * k + 1][j] = h != NULL ? metric(h, "max_abs") : 0.0;
+            for (int side = 0; side < 2; side++) {
+                if (!isfinite(values[2 * k + side][j])) values[2 * k + side][j] = 0.0;
+                largest = fmax(largest, values[2 * k + side][j]);
+            }
         }
-        n++;
     }
     if (largest > 0.0 && (largest < 1.0 || largest >= 1e4)) exponent = (int)floor(log10(largest));
-    emit(out, "Max |d| of `");
-    emit_text(out, name, NAME_TEXT, 1);
-    emit(out, "` by layer: first line base, second line head%s.\n\n", n == MAX_CHART_LAYERS ? " (first layers)" : "");
-    emit(out, "```mermaid\nxychart-beta\n    title \"max |d| by layer: base vs head\"\n    x-axis \"layer\" [");
+    emit(out, "Max |d| by layer of the tensors that regressed, worst growth first%s. Lines, in the order the chart "
+              "draws them:", cut ? " (first layers)" : "");
+    for (int k = 0; k < n_names; k++) {
+        emit(out, "%s %d. `", k ? ";" : "", 2 * k + 1);
+        emit_text(out, names[k], NAME_TEXT, 1);
+        emit(out, "` in base, %d. `", 2 * k + 2);
+        emit_text(out, names[k], NAME_TEXT, 1);
+        emit(out, "` in head (worst: `");
+        emit_text(out, text(worst[k]->head, "path"), PATH_TEXT, 1);
+        emit(out, "`, %s, %s)", change_names[worst[k]->kind],
+             format_factor(worst[k]->factor, worst[k]->from_noise, factor, sizeof factor));
+    }
+    emit(out, ".\n\n```mermaid\nxychart-beta\n    title \"max |d| by layer: base vs head\"\n    x-axis \"layer\" [");
     for (int k = 0; k < n; k++) emit(out, "%s\"%d\"", k ? ", " : "", layers[k]);
     if (exponent != 0) emit(out, "]\n    y-axis \"max |d| (x 1e%d)\"\n", exponent);
     else emit(out, "]\n    y-axis \"max |d|\"\n");
-    for (int side = 0; side < 2; side++) {
-        emit(out, "    line \"%s\" [", side == 0 ? "base" : "head");
-        for (int k = 0; k < n; k++) emit(out, "%s%.4f", k ? ", " : "", values[side][k] * pow(10.0, -exponent));
+    for (int line = 0; line < 2 * n_names; line++) {
+        emit(out, "    line \"%d %s\" [", line + 1, line % 2 == 0 ? "base" : "head");
+        for (int k = 0; k < n; k++) emit(out, "%s%.4f", k ? ", " : "", values[line][k] * pow(10.0, -exponent));
         emit(out, "]\n");
     }
     emit(out, "```\n\n");
@@ -459,7 +580,7 @@ static void write_chart(comment *out, const cell_diff *cell)
 
 static void write_block(comment *out, const cell_diff *cell)
 {
-    char base_max[32], head_max[32], factor[32];
+    char base_max[32], head_max[32], factor[48];
     int rows = 0, regressions = cell->head == NULL ? 1 : cell->n_regressed;
     emit(out, "<details><summary>");
     emit_cell_name(out, cell);
@@ -479,7 +600,7 @@ static void write_block(comment *out, const cell_diff *cell)
         emit(out, "` | %s | %s | %s | %s | ", change_names[ch->kind],
              eq_report_format_value(metric(ch->base, "max_abs"), 6, base_max, sizeof base_max),
              eq_report_format_value(metric(ch->head, "max_abs"), 6, head_max, sizeof head_max),
-             format_factor(ch->factor, factor, sizeof factor));
+             format_factor(ch->factor, ch->from_noise, factor, sizeof factor));
         emit_text(out, text(ch->base, "observed"), NAME_TEXT, 0);
         emit(out, " -> ");
         emit_text(out, text(ch->head, "observed"), NAME_TEXT, 0);
@@ -499,37 +620,56 @@ static void write_block(comment *out, const cell_diff *cell)
     emit(out, "</details>\n\n");
 }
 
+static void write_footnote(comment *out, const eq_diff_options *opt)
+{
+    emit(out, "<sub>A tensor grew when its max or mean |d| rose above %gx the base and above its noise floor: the "
+              "largest of %g, its rounding-error bound where the report has one, and %d ULPs of its reference's "
+              "largest magnitude. Growth \"from noise\" is counted from that floor.</sub>\n",
+         opt->growth, opt->floor, NOISE_ULPS);
+}
+
 static void write_comment(comment *out, const cell_diff *cells, int n_cells, int n_regressions,
                           const eq_diff_options *opt)
 {
-    int compared = 0, regressed_cells = 0, missing = 0, kinds[CHANGE_COUNT] = {0}, cut = 0;
+    int compared = 0, regressed_cells = 0, missing = 0, kinds[CHANGE_COUNT] = {0}, cut = 0, shown = 0;
     for (int c = 0; c < n_cells; c++) {
         compared += cells[c].base != NULL && cells[c].head != NULL;
         regressed_cells += cell_rank(&cells[c]) == 0;
         missing += cells[c].head == NULL;
         for (int k = CHANGE_NEW_FAILURE; k <= CHANGE_GREW; k++) kinds[k] += cells[c].counts[k];
     }
-    /* The verdict first: the line a reviewer reads. */
+    /* The verdict first: the line a reviewer reads. A clean comparison is that line and the
+     * table of cells folded away. */
     if (n_regressions == 0) {
         emit(out, "**equiv: no divergence regressions** (%d cell%s compared)\n\n", compared, compared == 1 ? "" : "s");
-    } else {
-        emit(out, "**equiv: %d regression%s** in %d of %d cells (", n_regressions, n_regressions == 1 ? "" : "s",
-             regressed_cells, n_cells);
-        if (n_regressions > missing) emit_counts(out, kinds, CHANGE_NEW_FAILURE);
-        if (missing > 0)
-            emit(out, "%s%d cell%s missing from head", n_regressions > missing ? ", " : "", missing,
-                 missing == 1 ? "" : "s");
-        emit(out, ")\n\n");
+        emit(out, "<details><summary>%d cell%s</summary>\n\n", n_cells, n_cells == 1 ? "" : "s");
+        write_table(out, cells, n_cells, 0, 2, &shown);
+        write_footnote(out, opt);
+        emit(out, "\n</details>\n");
+        return;
     }
-    write_table(out, cells, n_cells);
+    emit(out, "**equiv: %d regression%s** in %d of %d cells (", n_regressions, n_regressions == 1 ? "" : "s",
+         regressed_cells, n_cells);
+    if (n_regressions > missing) emit_counts(out, kinds, CHANGE_NEW_FAILURE);
+    if (missing > 0)
+        emit(out, "%s%d cell%s missing from head", n_regressions > missing ? ", " : "", missing, missing == 1 ? "" : "s");
+    emit(out, ")\n\n");
+    /* the cells that regressed or changed; the unchanged ones folded away */
+    write_table(out, cells, n_cells, 0, 1, &shown);
+    int unchanged = 0;
+    for (int c = 0; c < n_cells; c++) unchanged += cell_rank(&cells[c]) == 2;
+    if (unchanged > 0) {
+        emit(out, "<details><summary>%d unchanged cell%s</summary>\n\n", unchanged, unchanged == 1 ? "" : "s");
+        write_table(out, cells, n_cells, 2, 2, &shown);
+        emit(out, "</details>\n\n");
+    }
     for (int c = 0; c < n_cells; c++) {
         if (cell_rank(&cells[c]) != 0) continue;
         if (out->written < BLOCK_BUDGET) write_block(out, &cells[c]);
         else cut++;
     }
     if (cut > 0) emit(out, "... and %d more regressed cells (the JSON reports hold every tensor)\n\n", cut);
-    emit(out, "<sub>A tensor grew when its max or mean |d| rose above %gx the base and above %g.</sub>\n", opt->growth,
-         opt->floor);
+    write_footnote(out, opt);
 }
 
 eq_diff_options eq_diff_options_default(void)

@@ -12,10 +12,18 @@
  *   shrank               head max or mean |d| < base / growth, base > floor
  *   only in base, only in head (a tensor captured on one side)
  * A cell only in base (missing from head) is a regression too; a cell only in head is not.
+ * The floor is the tensor's noise floor: the largest of the option's absolute floor, its
+ * rounding-error bound (theory.det_bound_max) where the report has one, and 4 ULPs of its
+ * reference's largest magnitude (metrics.ref_absmax) in the run's dtype, on either side. A
+ * growth is measured from the floor when the base is under it ("2.1e+03x from noise"): a base of
+ * 1e-9 makes no 5e6x.
  *
- * The comment: a one-line verdict, a table of cells (base verdict -> head verdict, worst growth),
- * then per regressed cell a <details> block with its regressed tensors worst first and a Mermaid
- * xychart of the block output's max |d| by layer, base against head. It stays under GitHub's
+ * The comment: a one-line verdict. When nothing regressed, that line and the table of cells in a
+ * collapsed <details>. Otherwise a table of the cells that regressed or changed (base verdict ->
+ * head verdict, worst growth), the unchanged cells' table collapsed, then per regressed cell a
+ * <details> block with its regressed tensors worst first and a Mermaid xychart of max |d| by
+ * layer of the tensor names that regressed (at most 3, worst growth first), base against head,
+ * with the lines named in the text before it (Mermaid draws no legend). It stays under GitHub's
  * 65536-character limit for a comment by cutting lists short ("... and N more"). */
 #ifndef EQUIV_REPORTS_REPORT_DIFF_H
 #define EQUIV_REPORTS_REPORT_DIFF_H
@@ -25,8 +33,8 @@
 #include "harness/status.h"
 
 typedef struct {
-    double growth; /* a tensor grew when head max or mean |d| > growth * base (and > floor) */
-    double floor;  /* |d| at or below this is noise: growth up to it is ignored */
+    double growth; /* a tensor grew when head max or mean |d| > growth * base (and > its floor) */
+    double floor;  /* |d| at or below this is noise for every tensor (its own floor may be higher) */
 } eq_diff_options;
 
 /* growth 1.5, floor 1e-7. */

@@ -30,6 +30,7 @@ typedef struct {
     int layer, as_expected;
     const char *observed, *diagnosis;
     double max_abs, mean_abs;
+    double ref_absmax, det_bound; /* written when nonzero (metrics.ref_absmax, theory.det_bound_max) */
 } fake_result;
 
 /* The base cell: layers/00/input and weight bit-exact, fc1_out and out within for layers 0-3,
@@ -37,17 +38,17 @@ typedef struct {
 static void base_results(fake_result *r)
 {
     int n = 0;
-    r[n++] = (fake_result){"layers/00/input", "input", 0, 1, "bit-exact", "bit-exact", 0.0, 0.0};
-    r[n++] = (fake_result){"layers/00/weight", "weight", 0, 1, "bit-exact", "bit-exact", 0.0, 0.0};
+    r[n++] = (fake_result){"layers/00/input", "input", 0, 1, "bit-exact", "bit-exact", 0.0, 0.0, 0.0, 0.0};
+    r[n++] = (fake_result){"layers/00/weight", "weight", 0, 1, "bit-exact", "bit-exact", 0.0, 0.0, 0.0, 0.0};
     for (int layer = 0; layer < 4; layer++)
         for (int k = 0; k < 2; k++) {
             fake_result *x = &r[n++];
             *x = (fake_result){"", "", layer, 1, "within", "rounding: max 2 ULP, rel 1.0e-03",
-                               0.01 * (layer + 1) * (k + 1), 0.001 * (layer + 1) * (k + 1)};
+                               0.01 * (layer + 1) * (k + 1), 0.001 * (layer + 1) * (k + 1), 0.0, 0.0};
             snprintf(x->name, sizeof x->name, "%s", k == 0 ? "fc1_out" : "out");
             snprintf(x->path, sizeof x->path, "layers/%02d/%s", layer, x->name);
         }
-    r[n++] = (fake_result){"layers/04/loss", "loss", 4, 1, "within", "rounding: max 1 ULP", 0.002, 0.002};
+    r[n++] = (fake_result){"layers/04/loss", "loss", 4, 1, "within", "rounding: max 1 ULP", 0.002, 0.002, 0.0, 0.0};
 }
 
 static fake_result *find(fake_result *r, int n, const char *path)
@@ -63,14 +64,17 @@ static fake_result *find(fake_result *r, int n, const char *path)
 static json_t *cell_json(const char *dtype, int tp, const fake_result *r, int n)
 {
     json_t *results = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(results,
-                              json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:b, s:s, s:{s:I, s:f, s:f, s:s, s:s}}",
-                                        "path", r[i].path, "layer", r[i].layer, "name", r[i].name, "role",
-                                        "activation", "expect", "within", "observed", r[i].observed, "as_expected",
-                                        r[i].as_expected, "diagnosis", r[i].diagnosis, "metrics", "count",
-                                        (json_int_t)64, "max_abs", r[i].max_abs, "mean_abs", r[i].mean_abs,
-                                        "max_tol_ratio", "Infinity", "rel_fro", "NaN"));
+    for (int i = 0; i < n; i++) {
+        json_t *x = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:b, s:s, s:{s:I, s:f, s:f, s:s, s:s}}", "path",
+                              r[i].path, "layer", r[i].layer, "name", r[i].name, "role", "activation", "expect",
+                              "within", "observed", r[i].observed, "as_expected", r[i].as_expected, "diagnosis",
+                              r[i].diagnosis, "metrics", "count", (json_int_t)64, "max_abs", r[i].max_abs, "mean_abs",
+                              r[i].mean_abs, "max_tol_ratio", "Infinity", "rel_fro", "NaN");
+        if (r[i].ref_absmax > 0.0)
+            json_object_set_new(json_object_get(x, "metrics"), "ref_absmax", json_real(r[i].ref_absmax));
+        if (r[i].det_bound > 0.0) json_object_set_new(x, "theory", json_pack("{s:f}", "det_bound_max", r[i].det_bound));
+        json_array_append_new(results, x);
+    }
     return json_pack("{s:{s:s, s:s, s:i, s:i}, s:{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s}, s:s, s:o}",
                      "reference", "case", "toy", "dtype", dtype, "dp", 1, "tp", 1, "test", "case", "toy", "dtype",
                      dtype, "size", "ci", "dp", 1, "tp", tp, "algorithm", "ring", "grads", "avg", "injected", "none",
@@ -150,7 +154,9 @@ static void expect_charts_well_formed(const char *text, int want_charts)
         EQ_EXPECT(strncmp(chart + 11, "xychart-beta\n", 13) == 0, "chart %d: %s", charts, chart);
         const char *axis = strstr(chart, "\n    x-axis \"layer\" [");
         EQ_EXPECT(axis != NULL, "chart %d has no x-axis: %s", charts, chart);
-        EQ_EXPECT(count(chart, "\n    line \"") == 2, "chart %d wants two lines: %s", charts, chart);
+        int lines = count(chart, "\n    line \"");
+        EQ_EXPECT(lines >= 2 && lines <= 6 && lines % 2 == 0, "chart %d wants 2, 4 or 6 lines (base, head per "
+                  "tensor): %s", charts, chart);
         int categories = axis ? count(axis, "\", \"") + 1 : 0;
         for (const char *line = strstr(chart, "\n    line \""); line; line = strstr(line + 1, "\n    line \"")) {
             const char *values = strchr(line, '['), *close = values ? strchr(values, ']') : NULL;
@@ -174,6 +180,19 @@ static void expect_details_balanced(const char *text)
     EQ_EXPECT(count(text, "<summary>") == count(text, "</summary>"), "unbalanced <summary>");
 }
 
+/* A clean comment: the verdict line, then only the table of n_cells cells, collapsed. */
+static void expect_clean(const char *text, int n_cells)
+{
+    char start[200];
+    snprintf(start, sizeof start, "**equiv: no divergence regressions** (%d cell%s compared)\n\n<details><summary>%d "
+             "cell%s</summary>\n\n| Cell |", n_cells, n_cells == 1 ? "" : "s", n_cells, n_cells == 1 ? "" : "s");
+    EXPECT_STARTS(text, start);
+    size_t len = strlen(text);
+    EQ_EXPECT(len > 11 && strcmp(text + len - 11, "</details>\n") == 0, "a clean comment ends '%s'",
+              len > 40 ? text + len - 40 : text);
+    EQ_EXPECT(count(text, "<details>") == 1 && count(text, "```mermaid") == 0, "a clean comment has more than its table");
+}
+
 static void test_identical(void)
 {
     fake_result r[N_RESULTS];
@@ -183,9 +202,8 @@ static void test_identical(void)
     int n;
     char *text = diff_ok(base, head, &n);
     EQ_EXPECT(n == 0, "identical reports: %d regressions", n);
-    EXPECT_STARTS(text, "**equiv: no divergence regressions** (2 cells compared)\n");
+    expect_clean(text, 2);
     EXPECT_HAS(text, "| toy fp32 dp1-tp2 (ring, avg, ci) | ok -> ok | 1.0x | - |");
-    EXPECT_LACKS(text, "<details>");
     free(text);
     /* the same results in another order pair by path */
     fake_result reversed[N_RESULTS];
@@ -219,10 +237,16 @@ static void test_grew(void)
     const char *ten = strstr(text, "`layers/01/fc1_out`"), *three = strstr(text, "`layers/02/out`");
     EQ_EXPECT(ten != NULL && three != NULL && ten < three, "10x not listed before 3x");
     expect_charts_well_formed(text, 1);
-    /* the chart follows "out": layers 0-3, base 0.02 .. 0.08 in units of 1e-1, head's layer 2 x3 */
+    /* the chart follows the regressed names, worst growth first: fc1_out (10x, its mean; max
+     * 0.01 .. 0.04 unchanged), then out (3x at layer 2); layers 0-3 in units of 1e-1 */
+    EXPECT_HAS(text, "Lines, in the order the chart draws them: 1. `fc1_out` in base, 2. `fc1_out` in head (worst: "
+                     "`layers/01/fc1_out`, grew, 10.0x); 3. `out` in base, 4. `out` in head (worst: `layers/02/out`, "
+                     "grew, 3.0x).\n");
     EXPECT_HAS(text, "x-axis \"layer\" [\"0\", \"1\", \"2\", \"3\"]\n    y-axis \"max |d| (x 1e-1)\"\n");
-    EXPECT_HAS(text, "line \"base\" [0.2000, 0.4000, 0.6000, 0.8000]\n"
-                     "    line \"head\" [0.2000, 0.4000, 1.8000, 0.8000]\n");
+    EXPECT_HAS(text, "    line \"1 base\" [0.1000, 0.2000, 0.3000, 0.4000]\n"
+                     "    line \"2 head\" [0.1000, 0.2000, 0.3000, 0.4000]\n"
+                     "    line \"3 base\" [0.2000, 0.4000, 0.6000, 0.8000]\n"
+                     "    line \"4 head\" [0.2000, 0.4000, 1.8000, 0.8000]\n");
     expect_details_balanced(text);
     free(text);
 }
@@ -291,9 +315,8 @@ static void test_improvements(void)
     int n;
     char *text = diff_ok(base, head, &n);
     EQ_EXPECT(n == 0, "fixed, shrank, became bit-exact: %d regressions", n);
-    EXPECT_STARTS(text, "**equiv: no divergence regressions** (1 cell compared)");
+    expect_clean(text, 1);
     EXPECT_HAS(text, "| 1 FAIL -> ok | 1.0x | 1 fixed, 1 became bit-exact, 1 shrank |");
-    EXPECT_LACKS(text, "<details>");
     free(text);
 }
 
@@ -317,7 +340,7 @@ static void test_floor(void)
     head = write_report("floor_head2.json", h, N_RESULTS, 0);
     text = diff_ok(base, head, &n);
     EQ_EXPECT(n == 1, "growth across the floor: %d regressions, want 1", n);
-    EXPECT_HAS(text, "| 200x |");
+    EXPECT_HAS(text, "| 2.0x from noise |"); /* 2e-7 over the floor 1e-7, not over the base 1e-9 */
     free(text);
     /* a larger growth option lets 3x through */
     eq_diff_options loose = eq_diff_options_default();
@@ -331,6 +354,71 @@ static void test_floor(void)
     text = diff(base, head, &loose, &n, &st);
     EQ_EXPECT(st == EQ_ERR_USAGE, "growth 0.5 accepted: %d", (int)st);
     eq_error_clear();
+    free(text);
+}
+
+/* The noise floor of each tensor (options' floor 0, so that only the tensor's own counts): 4 ULPs
+ * of its reference's largest magnitude in the run's dtype, or its rounding-error bound. */
+static void test_noise_floors(void)
+{
+    const eq_diff_options no_floor = {.growth = 1.5, .floor = 0.0};
+    fake_result r[N_RESULTS], h[N_RESULTS];
+    base_results(r);
+    base_results(h);
+    for (int i = 0; i < N_RESULTS; i++) r[i].ref_absmax = h[i].ref_absmax = 1.0; /* fp32: 4 ULPs 4.8e-7 */
+    /* out at layer 2 regresses 4x; fc1_out at layer 0 grows 10x from 1e-9 to 1e-8, under its floor */
+    find(h, N_RESULTS, "layers/02/out")->max_abs *= 4.0;
+    fake_result *noisy[2] = {find(r, N_RESULTS, "layers/00/fc1_out"), find(h, N_RESULTS, "layers/00/fc1_out")};
+    for (int side = 0; side < 2; side++) noisy[side]->max_abs = side ? 1e-8 : 1e-9, noisy[side]->mean_abs = side ? 1e-9 : 1e-10;
+    const char *base = write_report("noise_base.json", r, N_RESULTS, 0);
+    const char *head = write_report("noise_head.json", h, N_RESULTS, 0);
+    int n;
+    eq_status st;
+    char *text = diff(base, head, &no_floor, &n, &st);
+    EQ_EXPECT(st == EQ_OK && n == 1, "4x and noise: status %d, %d regressions, want 1", (int)st, n);
+    EXPECT_HAS(text, "| ok -> **ok** | 4.0x | 1 grew |");
+    EXPECT_HAS(text, "Lines, in the order the chart draws them: 1. `out` in base, 2. `out` in head (worst: "
+                     "`layers/02/out`, grew, 4.0x).\n");
+    EXPECT_LACKS(text, "fc1_out");
+    expect_charts_well_formed(text, 1);
+    free(text);
+    /* the same without ref_absmax (a report that lacks it): the 10x from 1e-9 counts */
+    for (int i = 0; i < N_RESULTS; i++) r[i].ref_absmax = h[i].ref_absmax = 0.0;
+    head = write_report("noise_head_bare.json", h, N_RESULTS, 0);
+    base = write_report("noise_base_bare.json", r, N_RESULTS, 0);
+    text = diff(base, head, &no_floor, &n, &st);
+    EQ_EXPECT(st == EQ_OK && n == 2, "without ref_absmax: %d regressions, want 2", n);
+    EXPECT_HAS(text, "1. `fc1_out` in base");
+    free(text);
+
+    /* 1e-3 -> 5e-3 at ref_absmax 1: a regression in fp32, under 4 bf16 ULPs (0.031) in bf16 */
+    base_results(r);
+    base_results(h);
+    fake_result *grown[2] = {find(r, N_RESULTS, "layers/01/out"), find(h, N_RESULTS, "layers/01/out")};
+    for (int side = 0; side < 2; side++)
+        grown[side]->max_abs = side ? 5e-3 : 1e-3, grown[side]->mean_abs = 1e-5, grown[side]->ref_absmax = 1.0;
+    base = write_report("dtype_base.json", r, N_RESULTS, 1);
+    head = write_report("dtype_head.json", h, N_RESULTS, 1);
+    text = diff(base, head, &no_floor, &n, &st);
+    EQ_EXPECT(st == EQ_OK && n == 1, "fp32 and bf16 cells: %d regressions, want 1 (fp32's)", n);
+    EXPECT_HAS(text, "<summary>toy fp32 dp1-tp2 (ring, avg, ci): 1 regression</summary>");
+    EXPECT_HAS(text, "| toy bf16 dp1-tp2 (ring, avg, ci) | ok -> ok | 1.0x | - |");
+    free(text);
+    /* the same in fp32 under a rounding-error bound of 1e-2: noise */
+    for (int side = 0; side < 2; side++) grown[side]->det_bound = 1e-2;
+    base = write_report("bound_base.json", r, N_RESULTS, 0);
+    head = write_report("bound_head.json", h, N_RESULTS, 0);
+    text = diff(base, head, &no_floor, &n, &st);
+    EQ_EXPECT(st == EQ_OK && n == 0, "under the rounding bound: %d regressions", n);
+    free(text);
+    /* from 1e-9 (noise) to 1e-3: measured from the floor 4 x 2^-23, not from 1e-9 (1e6x) */
+    for (int side = 0; side < 2; side++) grown[side]->det_bound = 0.0, grown[side]->max_abs = side ? 1e-3 : 1e-9;
+    base = write_report("from_noise_base.json", r, N_RESULTS, 0);
+    head = write_report("from_noise_head.json", h, N_RESULTS, 0);
+    text = diff(base, head, &no_floor, &n, &st);
+    EQ_EXPECT(st == EQ_OK && n == 1, "from noise: %d regressions, want 1", n);
+    EXPECT_HAS(text, "| `layers/01/out` | grew | 1.000e-09 | 0.001000 | 2097x from noise |");
+    EXPECT_HAS(text, "| ok -> **ok** | 2097x from noise | 1 grew |");
     free(text);
 }
 
@@ -460,7 +548,7 @@ static void test_length_limit(void)
     for (int side = 0; side < 2; side++)
         for (int c = 0; c < CELLS; c++) {
             for (int i = 0; i < TENSORS; i++) {
-                r[i] = (fake_result){"", "out", i, 1, "within", diagnosis, (side ? 9.0 : 1.0) * 1e-3, 1e-4};
+                r[i] = (fake_result){"", "out", i, 1, "within", diagnosis, (side ? 9.0 : 1.0) * 1e-3, 1e-4, 0.0, 0.0};
                 snprintf(r[i].path, sizeof r[i].path, "layers/%02d/|%s|%d", i, diagnosis + 200, i);
             }
             json_array_append_new(cells[side], cell_json("fp32", c + 1, r, TENSORS));
@@ -479,7 +567,7 @@ static void test_length_limit(void)
     EQ_EXPECT(strlen(text) < 65536, "comment of %zu characters", strlen(text));
     EXPECT_HAS(text, "\n... and 40 more cells\n");
     EXPECT_HAS(text, "\n... and 50 more\n");
-    EXPECT_HAS(text, "second line head (first layers).");
+    EXPECT_HAS(text, "worst growth first (first layers). Lines,");
     EXPECT_HAS(text, "| &amp;&amp;");
     EXPECT_HAS(text, "&amp;... |\n");
     EXPECT_HAS(text, "more regressed cells (the JSON reports hold every tensor)");
@@ -502,6 +590,7 @@ int main(void)
     test_missing_cell_and_one_sided_tensors();
     test_improvements();
     test_floor();
+    test_noise_floors();
     test_bad_inputs();
     test_length_limit();
     for (int i = 0; i < n_written; i++) unlink(written[i]);

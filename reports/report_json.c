@@ -5,7 +5,12 @@
  *    "comparisons": [{"reference": {run}, "test": {run}, "tolerance": {...}, "expect": "within",
  *                     "tensors": 3, "unexpected": 1,
  *                     "results": [{"path", "layer", "name", "role", "expect", "observed",
- *                                  "as_expected", "diagnosis", "metrics": {...},
+ *                                  "as_expected", "diagnosis", "shape": [4, 16],
+ *                                  "argmax_index": [2, 7] (null: no element differs),
+ *                                  "fitted_factor": ls_scale, "factor_name": "1/8" (null: the
+ *                                  difference is not a uniform factor), "metrics": {...},
+ *                                  "expect_size": {"metric": "rel", "lo", "hi"} for a differs
+ *                                  that states its size,
  *                                  "theory": {...} where a rounding bound applies,
  *                                  "truth": {...} with --truth}]}],
  *    "summary": {"comparisons", "tensors", "unexpected", "line"}}
@@ -129,18 +134,47 @@ static json_t *truth_json(const eq_truth *t)
     return bad ? NULL : o;
 }
 
+/* The extents of a shape, or of a position in it, as a JSON array of integers. */
+static json_t *index_json(int ndim, const int64_t *extents)
+{
+    json_t *a = json_array();
+    int bad = a == NULL;
+    for (int d = 0; d < ndim; d++) bad |= json_array_append_new(a, json_integer(extents[d]));
+    if (bad) json_decref(a);
+    return bad ? NULL : a;
+}
+
+/* The argmax's position in the tensor's shape, or null when there is none (no element differs). */
+static json_t *argmax_json(const eq_tensor_result *r)
+{
+    int64_t index[EQ_MAX_DIMS];
+    if (!eq_unflatten_index(r->ndim, r->shape, r->m.argmax, index)) return json_null();
+    return index_json(r->ndim, index);
+}
+
 static json_t *result_json(const eq_tensor_result *r)
 {
     json_t *o = json_object();
     int bad = o == NULL;
+    char factor[32];
     bad |= json_object_set_new(o, "path", json_string(r->path));
     bad |= json_object_set_new(o, "layer", json_integer(r->layer));
     bad |= json_object_set_new(o, "name", json_string(r->name));
     bad |= json_object_set_new(o, "role", json_string(eq_role_name(r->role)));
     bad |= json_object_set_new(o, "expect", json_string(eq_expect_name(r->expect)));
+    if (r->expect == EQ_EXPECT_DIFFERS && r->expect_size.metric != EQ_SIZE_ANY)
+        bad |= json_object_set_new(o, "expect_size",
+                                   json_pack("{s:s, s:f, s:f}", "metric", eq_size_metric_name(r->expect_size.metric),
+                                             "lo", r->expect_size.lo, "hi", r->expect_size.hi));
     bad |= json_object_set_new(o, "observed", json_string(eq_observed_name(r->observed)));
     bad |= json_object_set_new(o, "as_expected", json_boolean(r->as_expected));
     bad |= json_object_set_new(o, "diagnosis", json_string(r->diagnosis));
+    bad |= json_object_set_new(o, "shape", index_json(r->ndim, r->shape));
+    bad |= json_object_set_new(o, "argmax_index", argmax_json(r));
+    bad |= json_object_set_new(o, "fitted_factor", number(r->m.ls_scale));
+    bad |= json_object_set_new(o, "factor_name", eq_factor_name(&r->m, factor, sizeof factor) != NULL
+                                                     ? json_string(factor)
+                                                     : json_null());
     bad |= json_object_set_new(o, "metrics", metrics_json(&r->m));
     if (r->theory.applies) bad |= json_object_set_new(o, "theory", theory_json(&r->theory));
     if (r->truth.applies) bad |= json_object_set_new(o, "truth", truth_json(&r->truth));

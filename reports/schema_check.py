@@ -83,7 +83,8 @@ def minimal_report():
     metrics.update({"count": 64, "n_finite": 64, "argmax": -1, "cosine": 1.0, "ls_scale": 1.0, "mean_ratio": 1.0,
                     "worst_rel": 0.0})
     result = {"path": "layers/00/input", "layer": 0, "name": "input", "role": "input", "expect": "bit_exact",
-              "observed": "bit-exact", "as_expected": True, "diagnosis": "bit-exact", "metrics": metrics}
+              "observed": "bit-exact", "as_expected": True, "diagnosis": "bit-exact", "shape": [4, 16],
+              "argmax_index": None, "fitted_factor": 1.0, "factor_name": None, "metrics": metrics}
     comparison = {"reference": run, "test": dict(run, tp=2), "tolerance": tolerance, "grad_tolerance": tolerance,
                   "expect": "within", "tensors": 1, "unexpected": 0, "results": [result]}
     return {"equiv_report": 1, "version": "0.1.0", "thresholds": [1e-4, 1e-3, 5e-3, 1e-2],
@@ -114,6 +115,12 @@ BROKEN = [
     ("a tolerance scale that does not exist", lambda d: d["comparisons"][0]["tolerance"].update(scale="relative")),
     ("a seed that is not a number", lambda d: d["comparisons"][0]["reference"].update(seed="12ab")),
     ("results not a list", lambda d: d["comparisons"][0].update(results={})),
+    ("a result without its shape", lambda d: first_result(d).pop("shape")),
+    ("a shape of five dimensions", lambda d: first_result(d).update(shape=[1, 2, 3, 4, 5])),
+    ("the argmax as a flat number where a position belongs", lambda d: first_result(d).update(argmax_index=17)),
+    ("a factor name that is a number", lambda d: first_result(d).update(factor_name=0.125)),
+    ("a differs size of an unknown metric",
+     lambda d: first_result(d).update(expect_size={"metric": "max", "lo": 0.0, "hi": 1.0})),
 ]
 
 # What report_json.c may write: each must stay valid.
@@ -123,6 +130,10 @@ ALLOWED = [
     ("a seed above INT64_MAX as its decimal string",
      lambda d: d["comparisons"][0]["reference"].update(seed="18446744073709551615")),
     ("no comparisons", lambda d: d.update(comparisons=[], version="")),
+    ("an argmax position and a named factor",
+     lambda d: first_result(d).update(argmax_index=[3, 7], fitted_factor=0.125, factor_name="1/8")),
+    ("a differs with its size",
+     lambda d: first_result(d).update(expect="differs", expect_size={"metric": "rel", "lo": 3e-4, "hi": 1e-2})),
 ]
 
 
