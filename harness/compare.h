@@ -81,9 +81,13 @@ typedef struct {
     int applies;                        /* a bound was computed */
     int64_t terms;                      /* K, the length of each dot product */
     int ref_partitions, test_partitions; /* T of each run */
-    double det_ratio;                   /* max |d| / deterministic bound: > 1 cannot be rounding */
-    double prob_ratio;                  /* max |d| / probabilistic (sqrt(n) u) bound */
+    double det_ratio;                   /* max over elements of |d_i| / deterministic bound_i (not
+                                           max |d| / det_bound_max): > 1 cannot be rounding */
+    double prob_ratio;                  /* max over elements of |d_i| / probabilistic bound_i */
     double det_bound_max, prob_bound_max; /* the largest bound over the elements */
+    double prob_lambda;                 /* the probabilistic bound's lambda ... */
+    double prob_failure;                /* ... for which it fails per element with at most this
+                                           probability (harness/rounding_bound.h) */
 } eq_theory;
 
 /* --truth: how far each run is from the fp64 run of the same step (harness/truth.h). */
