@@ -21,11 +21,15 @@ eq_status eq_report_markdown(FILE *out, const eq_comparison *cmps, int n);
 
 /* HTML: one self-contained page (inline CSS and SVG; no scripts, external styles or fonts) for
  * reading a run in a browser. The summary line comes first, green when everything is as expected
- * and red otherwise. Comparisons of the same case and layouts sit side by side (bf16 left of
+ * and red otherwise, then a link to the "How to read this report" glossary written at the end
+ * (reports/how_to_read.h). Comparisons of the same case and layouts sit side by side (bf16 left of
  * fp32), each with: a log-scale plot of max and mean |d| against layer for activations, and one
  * for gradients when it has any (at most the 4 tensor names with the largest max |d| per plot, the
- * rest named in the caption; the tolerance's atol drawn as a dashed line); the per-layer tables
- *   Layer | Tensor | Max Abs Diff | Mean Abs Diff | %>1e-3 | %>1e-2 | verdict
+ * rest named in the caption; the tolerance drawn in each: one dashed line for a flat atol, else a
+ * dotted line per tensor at atol' + rtol rms(ref); a red ring on each point not as expected); the
+ * per-layer tables
+ *   verdict | Layer | Tensor | observed | max |d| | mean |d| | %>1e-3 | %>1e-2 | ULP@max | max ULP |
+ *   mean(dist/ref)
  * (seed 002 sections 3-4) for activations, gradients and losses, failing rows highlighted
  * (class "fail", row id "cN/<path>" for comparison N); then the results not as expected, worst
  * first, with their diagnoses. */
