@@ -51,9 +51,9 @@ tp) # (a) Megatron-style column- and row-parallel linears, tp 2 and 4 against tp
         # always; the row-parallel projection where they came out identical too (bf16 here: torch's
         # CPU fp32 GEMM over a column slice rounds differently from the full one, so fp32 ctx differs).
         expect "$dtype tp4: a column-parallel GEMM held to its rounding bound" \
-            '\| blocks\.0\.attn\.q\.out \| 64 \| 1 -> 1 \|.*\| (rounding|bit-exact)'
+            '^\| (rounding|bit-exact)[^|]* \| [-0-9]+ \| blocks\.0\.attn\.q\.out \| 64 \| 1 -> 1 \|'
         [ "$dtype" = bf16 ] && expect "bf16 tp4: the row-parallel GEMM (K split 4 ways) held to its bound" \
-            '\| blocks\.0\.attn\.proj\.out \| 64 \| 1 -> 4 \|.*\| rounding'
+            '^\| rounding[^|]* \| [-0-9]+ \| blocks\.0\.attn\.proj\.out \| 64 \| 1 -> 4 \|'
         train "$dtype-tp4-no-allreduce" --tp 4 --dtype "$dtype" --bug no_row_allreduce
         compare "$dtype tp4 without the row-parallel all-reduce" 1 "$dtype-tp1" "$dtype-tp4-no-allreduce"
         expect "$dtype: the first divergent layer named" \

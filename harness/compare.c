@@ -46,7 +46,8 @@ static int significand_bits(eq_dtype dt)
 }
 
 /* Spacing of dt's numbers at |x|'s own scale: 2^(floor(log2|x|) - p + 1), or the subnormal
- * spacing 2^(emin - p + 1) below the smallest normal 2^emin (bf16 has fp32's exponent range). */
+ * spacing 2^(emin - p + 1) below the smallest normal 2^emin (bf16 has fp32's exponent range);
+ * only an all-zero tensor pair reaches that (compare.h: the scale's floor). */
 static double ulp_at(double x, eq_dtype dt)
 {
     int p = significand_bits(dt);
@@ -110,12 +111,33 @@ static double median_of(double *a, int64_t n)
     return 0.5 * (lower + upper);
 }
 
+/* The coarser of two dtypes: fewer significand bits. */
+static eq_dtype coarser(eq_dtype a, eq_dtype b) { return significand_bits(a) <= significand_bits(b) ? a : b; }
+
+/* rms of the finite values of t (0 when none). */
+static double rms_finite(const eq_tensor *t)
+{
+    double sum_sq = 0.0;
+    int64_t n_sq = 0;
+    for (int64_t i = 0; i < eq_tensor_numel(t); i++) {
+        double v = eq_tensor_get(t, i);
+        if (isfinite(v)) sum_sq += v * v, n_sq++;
+    }
+    return n_sq > 0 ? sqrt(sum_sq / (double)n_sq) : 0.0;
+}
+
 eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol,
                              eq_metrics *out)
 {
+    return eq_compare_tensors_of_run(ref, test, tol, ref->dtype, out);
+}
+
+eq_status eq_compare_tensors_of_run(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol,
+                                    eq_dtype run_dtype, eq_metrics *out)
+{
     memset(out, 0, sizeof *out);
     out->argmax = -1;
-    out->dtype = ref->dtype;
+    out->dtype = coarser(ref->dtype, run_dtype);
     if (!eq_tensor_same_shape(ref, test)) {
         char ref_shape[96], test_shape[96];
         return EQ_FAIL(EQ_ERR_INPUT, "cannot compare reference %s %s with test %s %s",
@@ -132,16 +154,12 @@ eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const 
     double ref_mean = 0.0, ref_m2 = 0.0; /* Welford's running mean and sum of squared deviations */
     double ratio_sum = 0.0;
     int64_t n_ratio = 0;
+    double ref_rms = rms_finite(ref);
     double atol = tol->atol;
-    if (tol->atol_scale == EQ_ATOL_REF_RMS) { /* atol in units of the reference's RMS (finite values) */
-        double sum_sq = 0.0;
-        int64_t n_sq = 0;
-        for (int64_t i = 0; i < n; i++) {
-            double r = eq_tensor_get(ref, i);
-            if (isfinite(r)) sum_sq += r * r, n_sq++;
-        }
-        atol *= n_sq > 0 ? sqrt(sum_sq / (double)n_sq) : 0.0;
-    }
+    if (tol->atol_scale == EQ_ATOL_REF_RMS) atol *= ref_rms; /* atol in units of the reference's RMS */
+    /* the floor of the ULP scale (compare.h) */
+    double floor_scale = ref_rms > 0.0 ? ref_rms : rms_finite(test);
+    out->ulp_floor = floor_scale;
     for (int64_t i = 0; i < n; i++) {
         double r = eq_tensor_get(ref, i), t = eq_tensor_get(test, i);
         if (bits_differ(ref, test, i)) out->n_differ++;
@@ -163,14 +181,14 @@ eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const 
         }
         double d = fabs(t - r);
         abs_diffs[n_finite++] = d;
-        if (r != 0.0) ratio_sum += t / r, n_ratio++;
+        if (r != 0.0 && fabs(r) >= ref_rms) ratio_sum += t / r, n_ratio++;
         sum_abs += d;
         sum_d2 += d * d;
         sum_r2 += r * r;
         sum_t2 += t * t;
         sum_tr += t * r;
         if (d == 0.0) continue;
-        double ulps = d / ulp_at(r, ref->dtype);
+        double ulps = d / ulp_at(fmax(fabs(r), floor_scale), out->dtype);
         if (d > out->max_abs) {
             out->max_abs = d;
             out->argmax = i;
@@ -195,6 +213,7 @@ eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const 
     else out->cosine = fmax(-1.0, fmin(1.0, sum_tr / (sqrt(sum_r2) * sqrt(sum_t2))));
     out->ls_scale = sum_r2 > 0.0 ? sum_tr / sum_r2 : 1.0;
     out->mean_ratio = n_ratio > 0 ? ratio_sum / (double)n_ratio : 1.0;
+    out->n_mean_ratio = n_ratio;
     out->worst_rel = out->ref_absmax > 0.0 ? out->max_abs / out->ref_absmax : (out->max_abs > 0.0 ? INFINITY : 0.0);
     out->ref_mean = ref_mean;
     out->ref_std = n_ref_finite > 0 ? sqrt(ref_m2 / (double)n_ref_finite) : 0.0; /* population std */
@@ -377,7 +396,8 @@ eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *t
         res->role = r->role;
         res->ndim = r->tensor.ndim;
         memcpy(res->shape, r->tensor.shape, sizeof res->shape);
-        EQ_TRY(eq_compare_tensors(&r->tensor, &t->tensor, r->role == EQ_ROLE_GRAD ? grad_tol : tol, &res->m));
+        EQ_TRY(eq_compare_tensors_of_run(&r->tensor, &t->tensor, r->role == EQ_ROLE_GRAD ? grad_tol : tol,
+                                         ref->meta.dtype, &res->m));
         /* Inputs are identical by construction and parameters are initialised as the full master
          * tensor then sliced (seed 002 section 1): any difference there is a harness bug. */
         res->expect = (r->role == EQ_ROLE_INPUT || r->role == EQ_ROLE_PARAM) ? EQ_EXPECT_BIT_EXACT : expect;

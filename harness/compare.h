@@ -1,9 +1,16 @@
 /* Comparison of a run against its reference, tensor by tensor, computed in fp64.
  *
  * NaN and Inf are counted first; the numeric metrics are taken over the elements where both
- * sides are finite. ULPs are measured at the reference value's own scale in the reference's dtype
- * (ulp(x) = 2^(floor(log2|x|) - p + 1), p = 8 for bf16, 24 for fp32; subnormal spacing below the
- * smallest normal), so 0.03125 at |ref| in [4, 8) is 1 bf16 ULP, not 4. */
+ * sides are finite.
+ *
+ * ULPs are counted in the run's dtype (the coarser of the tensor's storage dtype and the run's:
+ * a bf16 run's loss kept in fp64 counts bf16 ULPs) at the scale
+ *   s_i = max(|ref_i|, rms(ref))       (rms over the finite reference values)
+ * with ulp(s) = 2^(floor(log2 s) - p + 1), p = 8 for bf16, 24 for fp32, 53 for fp64. So 0.03125
+ * at |ref| in [4, 8) is 1 bf16 ULP, not 4, and an element whose reference is 0 or near 0, or whose
+ * sign flips, is measured against the spacing of the tensor's typical values rather than the
+ * subnormal spacing (which made one rounding of a zero reference 1e37 ULP). An all-zero reference
+ * takes rms(test) as its floor; both all zero, the smallest normal's spacing. */
 #ifndef EQUIV_HARNESS_COMPARE_H
 #define EQUIV_HARNESS_COMPARE_H
 
@@ -18,7 +25,8 @@
 extern const double eq_thresholds[EQ_N_THRESHOLDS]; /* 1e-4, 1e-3, 5e-3, 1e-2 */
 
 typedef struct {
-    eq_dtype dtype;                         /* the compared tensors' dtype */
+    eq_dtype dtype;                         /* the run's dtype (see above): ULPs and what
+                                               rounding can explain are judged in it */
     int64_t count;                          /* elements */
     int64_t nan_ref, inf_ref, nan_test, inf_test;
     int64_t nonfinite_mismatch;             /* elements where exactly one side is NaN/Inf, or both
@@ -29,15 +37,20 @@ typedef struct {
     double max_abs, mean_abs, median_abs;   /* of |test - ref| over finite pairs */
     int64_t argmax;                         /* flat index of the max |d| (-1 if none) */
     double frac_above[EQ_N_THRESHOLDS];     /* share of elements with |d| > threshold, 0..1 */
-    double max_ulp;                         /* max |d| / ulp(ref): huge where ref nearly cancels */
-    double ulp_at_max;                      /* the max |d| in ULPs of its own reference value:
+    double max_ulp;                         /* max over elements of |d_i| / ulp(s_i) (see above) */
+    double ulp_at_max;                      /* the max |d| in ULPs at its own element's scale:
                                              * seed 002's 0.03125 at |ref| in [4, 8) is 1 */
+    double ulp_floor;                       /* the floor of s_i: rms(ref) (see above) */
     double rel_fro;                         /* ||test - ref||_F / ||ref||_F (0 if both 0) */
     double cosine;                          /* <test,ref> / (||test|| ||ref||) (1 if both 0) */
     double ls_scale;                        /* <test,ref> / <ref,ref>: uniform factor (1 if ref 0) */
     double mean_ratio;                      /* mean(dist/ref): the mean of test_i / ref_i over the finite
-                                             * pairs with ref_i != 0 (seed 001's grad-check line; 1 if
-                                             * there are none): 1/8 or 16 names a scaling bug */
+                                             * pairs with |ref_i| >= rms(ref) (seed 001's grad-check line,
+                                             * kept to the elements well above the rounding noise, where a
+                                             * ratio names a scale: 1/8 or 16 names a scaling bug; near-
+                                             * zero references made it 1.06 or 12.9 on plain rounding).
+                                             * 1 if there are none (n_mean_ratio 0). */
+    int64_t n_mean_ratio;                   /* elements mean_ratio is taken over */
     double worst_rel;                       /* worst relative error: max |d| / max |ref| (the error at the
                                              * tensor's own scale, robust to ref_i near 0; 0 if both 0,
                                              * Inf if only ref is 0) */
@@ -46,9 +59,13 @@ typedef struct {
     double max_tol_ratio;                   /* max |d| / (atol + rtol |ref|); > 1 is outside */
 } eq_metrics;
 
-/* Compares two tensors of the same shape and dtype (EQ_ERR_INPUT otherwise, naming both shapes). */
+/* Compares two tensors of the same shape and dtype (EQ_ERR_INPUT otherwise, naming both shapes),
+ * counting ULPs in their own dtype. */
 eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol,
                              eq_metrics *out);
+/* The same for tensors of a run in run_dtype (ULPs in the coarser of the two; see above). */
+eq_status eq_compare_tensors_of_run(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol,
+                                    eq_dtype run_dtype, eq_metrics *out);
 
 /* Observation from metrics. */
 eq_observed eq_observe(const eq_metrics *m);
@@ -73,9 +90,13 @@ typedef struct {
     int applies;                        /* a bound was computed */
     int64_t terms;                      /* K, the length of each dot product */
     int ref_partitions, test_partitions; /* T of each run */
-    double det_ratio;                   /* max |d| / deterministic bound: > 1 cannot be rounding */
-    double prob_ratio;                  /* max |d| / probabilistic (sqrt(n) u) bound */
+    double det_ratio;                   /* max over elements of |d_i| / deterministic bound_i (not
+                                           max |d| / det_bound_max): > 1 cannot be rounding */
+    double prob_ratio;                  /* max over elements of |d_i| / probabilistic bound_i */
     double det_bound_max, prob_bound_max; /* the largest bound over the elements */
+    double prob_lambda;                 /* the probabilistic bound's lambda ... */
+    double prob_failure;                /* ... for which it fails per element with at most this
+                                           probability (harness/rounding_bound.h) */
 } eq_theory;
 
 /* --truth: how far each run is from the fp64 run of the same step (harness/truth.h). */

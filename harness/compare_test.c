@@ -73,10 +73,12 @@ static void test_hand_computed(void)
     EXPECT_NEAR(m.rel_fro, sqrt((0.5 + 0x1p-20) / 85.25), 1e-15);
     EXPECT_NEAR(m.cosine, 88.25 / sqrt(85.25 * (91.75 + 0x1p-20)), 1e-15);
     EXPECT_NEAR(m.ls_scale, 88.25 / 85.25, 1e-15);
-    /* ULPs in fp32 (p = 24): at 2 the spacing is 2^-22, so 0.5 is 2^21; at -4, 2^-21 -> 2^20;
-     * at 0 the subnormal spacing 2^-149, so 2^-10 is 2^139 ULP: the max. */
-    EQ_EXPECT(m.max_ulp == 0x1p139, "max ULP %g, want 2^139", m.max_ulp);
-    /* The max |d| (0.5, first at index 1, ref 2) in ULPs of its own reference: 0.5 / 2^-22 = 2^21. */
+    /* ULPs in fp32 (p = 24) at max(|ref|, rms(ref)), rms(ref) = sqrt(85.25 / 6) = 3.77 in [2, 4):
+     * at 2 the scale is 3.77, spacing 2^-22, so 0.5 is 2^21; at -4, 2^-21 -> 2^20; at 0 the
+     * scale is 3.77 too, so 2^-10 is 2^12 ULP (not 2^139 against the subnormal spacing). */
+    EQ_EXPECT(m.ulp_floor == sqrt(85.25 / 6.0), "ULP floor %.17g, want rms(ref)", m.ulp_floor);
+    EQ_EXPECT(m.max_ulp == 0x1p21, "max ULP %g, want 2^21", m.max_ulp);
+    /* The max |d| (0.5, first at index 1, ref 2) at its scale 3.77: 0.5 / 2^-22 = 2^21. */
     EQ_EXPECT(m.ulp_at_max == 0x1p21, "ULP at max %g, want 2^21", m.ulp_at_max);
     /* atol = rtol = 1e-3: bounds 3e-3 at 2 (ratio 166.7), 5e-3 at -4 (100), 1e-3 at 0 (0.977) */
     EQ_EXPECT(m.n_outside == 2, "outside %lld, want 2", (long long)m.n_outside);
@@ -168,6 +170,63 @@ static void test_ulp_at_scale(void)
     EQ_EXPECT(ulps_of(EQ_BF16, 0.0, 0x1p-133) == 1.0, "bf16 0 vs the smallest subnormal");
     EQ_EXPECT(ulps_of(EQ_FP64, 1.0, nextafter(1.0, 2.0)) == 1.0, "fp64 1 vs nextafter");
     EQ_EXPECT(ulps_of(EQ_FP64, 0.0, 0x1p-1074) == 1.0, "fp64 0 vs the smallest subnormal");
+}
+
+/* ULPs where the reference is 0, near 0, or changes sign, planted in bf16: each is measured at the
+ * tensor's scale rms(ref) = sqrt((4 + 4 + 2^-20 + 2^-18 + 4 x 4) / 8) = 1.73 in [1, 2), spacing
+ * 2^-7, instead of the subnormal spacing 2^-133 (which made 3 x 2^-7 at a zero reference
+ * 3 x 2^126 ULP). */
+static void test_ulp_near_zero(void)
+{
+    const double r[8] = {0.0, 0x1p-10, 0x1p-9, 2.0, 2.0, -2.0, 2.0, -2.0};
+    const double t[8] = {3 * 0x1p-7, 0x1p-10 + 0x1p-7, -0x1p-8, 2.0 + 0x1p-6, 2.0, -2.0, 2.0, -2.0};
+    eq_tensor ref, test;
+    make_1d(&ref, EQ_BF16, r, 8);
+    make_1d(&test, EQ_BF16, t, 8);
+    for (int i = 0; i < 8; i++) /* the planted values are bf16 numbers */
+        EQ_EXPECT(eq_tensor_get(&test, i) == t[i] && eq_tensor_get(&ref, i) == r[i], "value %d not bf16", i);
+    eq_metrics m = compare(&ref, &test, &tol_zero);
+    /* zero reference: 3 x 2^-7 / 2^-7 = 3, the max (it is also the max |d|: 0.0234 > 2^-6 at 2) */
+    EQ_EXPECT(m.max_ulp == 3.0 && m.ulp_at_max == 3.0 && m.argmax == 0, "zero ref: max ULP %g, at max %g, index %lld",
+              m.max_ulp, m.ulp_at_max, (long long)m.argmax);
+    eq_tensor_free(&ref), eq_tensor_free(&test);
+    /* each alone (the other elements kept equal): near zero 2^-7 -> 1 ULP; the sign change
+     * 2^-9 -> -2^-8, |d| = 3 x 2^-9 -> 0.75 ULP; at 2 (spacing 2^-6) one step -> 1 ULP */
+    const double want[4] = {3.0, 1.0, 0.75, 1.0};
+    for (int k = 1; k < 4; k++) {
+        double only[8];
+        memcpy(only, r, sizeof only);
+        only[k] = t[k];
+        make_1d(&ref, EQ_BF16, r, 8);
+        make_1d(&test, EQ_BF16, only, 8);
+        m = compare(&ref, &test, &tol_zero);
+        EQ_EXPECT(m.max_ulp == want[k] && m.ulp_at_max == want[k], "element %d: %g ULP, want %g", k, m.max_ulp,
+                  want[k]);
+        eq_tensor_free(&ref), eq_tensor_free(&test);
+    }
+}
+
+/* A loss kept in fp64 counts ULPs of the run's dtype: 1 vs 1 + 2^-21 is 4 fp32 ULPs in an fp32
+ * run, 2^-14 bf16 ULPs in a bf16 run, 2^31 fp64 ULPs only in an fp64 run (a bf16 run's loss at
+ * relative error 3.9e-7 read as 1.7e9 ULP). The rounding judgement follows it: that change is
+ * rounding in fp32, not in fp64. */
+static void test_ulp_in_run_dtype(void)
+{
+    const double r = 1.0, t = 1.0 + 0x1p-21;
+    eq_tensor ref, test;
+    make_1d(&ref, EQ_FP64, &r, 1);
+    make_1d(&test, EQ_FP64, &t, 1);
+    const struct {
+        eq_dtype run;
+        double ulps;
+    } cases[3] = {{EQ_FP32, 4.0}, {EQ_BF16, 0x1p-14}, {EQ_FP64, 0x1p31}};
+    for (int k = 0; k < 3; k++) {
+        eq_metrics m;
+        EQ_EXPECT_OK(eq_compare_tensors_of_run(&ref, &test, &tol_fp32, cases[k].run, &m));
+        EQ_EXPECT(m.max_ulp == cases[k].ulps && m.dtype == cases[k].run, "%s run: %g ULP, want %g",
+                  eq_dtype_name(cases[k].run), m.max_ulp, cases[k].ulps);
+    }
+    eq_tensor_free(&ref), eq_tensor_free(&test);
 }
 
 static void test_nonfinite(void)
@@ -377,7 +436,9 @@ static void test_captures(void)
         EQ_EXPECT(x->as_expected && x->observed == EQ_OBS_BIT_EXACT, "input");
         EQ_EXPECT(w->expect == EQ_EXPECT_BIT_EXACT && w->observed == EQ_OBS_WITHIN && !w->as_expected,
                   "param: expect %s observed %s", eq_expect_name(w->expect), eq_observed_name(w->observed));
-        EXPECT_HAS(w->diagnosis, "1 element differs, 1 ULP at index 3");
+        /* w[3] = -0.116 (spacing 2^-27) under rms(w) = 1.136 (spacing 2^-23), both from numpy on
+         * make_values' LCG: one step of its own is 2^-4 ULP at the tensor's scale */
+        EXPECT_HAS(w->diagnosis, "1 element differs, 0.0625 ULP at index 3");
         EQ_EXPECT(out->expect == EQ_EXPECT_WITHIN && out->observed == EQ_OBS_WITHIN && out->as_expected,
                   "activation: observed %s", eq_observed_name(out->observed));
         EQ_EXPECT(strcmp(c.ref_meta.case_name, "row_parallel") == 0 && strcmp(c.tol.name, "fp32_1_layer") == 0,
@@ -419,9 +480,19 @@ static void test_ratio_metrics(void)
     make_1d(&ref, EQ_FP64, r, 4);
     make_1d(&test, EQ_FP64, t, 4);
     eq_metrics m = compare(&ref, &test, &tol_fp32);
-    /* ratios over ref != 0: 2, 1, 0.5 -> mean 7/6; max |d| 3 (at ref 0) / max |ref| 4 */
-    EQ_EXPECT(fabs(m.mean_ratio - 7.0 / 6.0) < 1e-15 && m.worst_rel == 0.75, "hand: mean(dist/ref) %.17g worst %g",
-              m.mean_ratio, m.worst_rel);
+    /* ratios over |ref| >= rms(ref) = sqrt(21 / 4) = 2.29: only 4 -> 2 / 4 = 0.5 (1 and -2 are below
+     * the tensor's scale); max |d| 3 (at ref 0) / max |ref| 4 */
+    EQ_EXPECT(m.mean_ratio == 0.5 && m.n_mean_ratio == 1 && m.worst_rel == 0.75,
+              "hand: mean(dist/ref) %.17g over %lld, worst %g", m.mean_ratio, (long long)m.n_mean_ratio, m.worst_rel);
+    eq_tensor_free(&ref), eq_tensor_free(&test);
+    /* A near-zero reference no longer drives it: 1e-6 -> 1e-5 (ratio 10) beside three exact
+     * elements at 1 read 3.25 over every nonzero reference; over |ref| >= rms (0.87): 1. */
+    const double r_small[4] = {1e-6, 1.0, -1.0, 1.0}, t_small[4] = {1e-5, 1.0, -1.0, 1.0};
+    make_1d(&ref, EQ_FP64, r_small, 4);
+    make_1d(&test, EQ_FP64, t_small, 4);
+    m = compare(&ref, &test, &tol_fp32);
+    EQ_EXPECT(m.mean_ratio == 1.0 && m.n_mean_ratio == 3, "near-zero ref: mean(dist/ref) %.17g over %lld",
+              m.mean_ratio, (long long)m.n_mean_ratio);
     eq_tensor_free(&ref), eq_tensor_free(&test);
     const double factors[3] = {0.125, 16.0, 1.0};
     for (int f = 0; f < 3; f++) {
@@ -516,6 +587,8 @@ int main(void)
     test_hand_computed();
     test_median_large();
     test_ulp_at_scale();
+    test_ulp_near_zero();
+    test_ulp_in_run_dtype();
     test_nonfinite();
     test_diagnose();
     test_planted(EQ_BF16);

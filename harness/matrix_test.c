@@ -122,11 +122,11 @@ static void check_markdown(const eq_matrix *m)
 {
     char *md = capture(eq_matrix_markdown, m);
     EQ_EXPECT(strstr(md, "## equiv matrix: size ci, algorithm ring, seed 1234\n") != NULL, "heading:\n%s", md);
-    EQ_EXPECT(strstr(md, "| case | dtype | layout | expected | observed | verdict | worst tensor | max \\|d\\| |\n"),
+    EQ_EXPECT(strstr(md, "| verdict | case | dtype | layout | expected | observed | worst tensor | max \\|d\\| |\n"),
               "header row:\n%s", md);
-    EQ_EXPECT(strstr(md, "| row_parallel | fp32 | dp1-tp2 | within | within | as expected | layers/00/out | "),
+    EQ_EXPECT(strstr(md, "| pass | row_parallel | fp32 | dp1-tp2 | within | within | layers/00/out | "),
               "dp1-tp2 row:\n%s", md);
-    EQ_EXPECT(strstr(md, "| row_parallel | fp32 | dp2-tp1 | bit_exact | bit-exact | as expected | - | 0 |\n"),
+    EQ_EXPECT(strstr(md, "| pass | row_parallel | fp32 | dp2-tp1 | bit_exact | bit-exact | - | 0 |\n"),
               "dp2-tp1 row:\n%s", md);
     EQ_EXPECT(strstr(md, "\nequiv matrix: 4 cells, all as expected\n") != NULL, "closing line:\n%s", md);
     EQ_EXPECT(strstr(md, "NOT") == NULL, "a NOT in an all-good matrix:\n%s", md);
@@ -175,6 +175,37 @@ static void check_json(const eq_matrix *m)
     free(text);
 }
 
+/* A tensor with an expectation of its own (a case's [expect.<grads>] 'differs') that is OUTSIDE
+ * in a cell expected within: the expected cell counts it, the observed cell is the others' state,
+ * so the row never reads "within / OUTSIDE / pass". */
+static void check_own_expectation(const eq_matrix *m)
+{
+    eq_matrix own = *m;
+    eq_matrix_row rows[N_WANT];
+    memcpy(rows, m->rows, sizeof rows);
+    eq_comparison cmps[N_WANT];
+    memcpy(cmps, m->comparisons, sizeof cmps);
+    eq_comparison *c = &cmps[1]; /* dp1-tp4, expected within */
+    eq_tensor_result *results = malloc((size_t)c->count * sizeof *results);
+    EQ_EXPECT(results != NULL, "no memory");
+    if (results == NULL) return;
+    memcpy(results, c->results, (size_t)c->count * sizeof *results);
+    c->results = results;
+    for (int i = 0; i < c->count; i++)
+        if (results[i].role == EQ_ROLE_ACTIVATION) {
+            results[i].expect = EQ_EXPECT_DIFFERS;
+            results[i].observed = EQ_OBS_OUTSIDE;
+        }
+    rows[1].observed = EQ_OBS_OUTSIDE;
+    own.rows = rows;
+    own.comparisons = cmps;
+    char *md = capture(eq_matrix_markdown, &own);
+    EQ_EXPECT(strstr(md, "| pass | row_parallel | fp32 | dp1-tp4 | within; differs: 1 tensor | bit-exact |"),
+              "row with a tensor's own expectation:\n%s", md);
+    free(md);
+    free(results);
+}
+
 /* A cell turned NOT as expected shows as such in every writer. */
 static void check_failing_row(const eq_matrix *m)
 {
@@ -186,9 +217,9 @@ static void check_failing_row(const eq_matrix *m)
     rows[1].observed = EQ_OBS_OUTSIDE;
     bad.rows = rows;
     char *md = capture(eq_matrix_markdown, &bad), *html = capture(eq_matrix_html, &bad), *good = capture(eq_matrix_html, m);
-    EQ_EXPECT(strstr(md, "| dp1-tp4 | within | OUTSIDE | **NOT as expected** | layers/00/out |"), "row:\n%s", md);
+    EQ_EXPECT(strstr(md, "| **FAIL** | row_parallel | fp32 | dp1-tp4 | within | OUTSIDE | layers/00/out |"), "row:\n%s", md);
     EQ_EXPECT(strstr(md, "\nequiv matrix: 4 cells, 1 NOT as expected\n"), "closing line:\n%s", md);
-    EQ_EXPECT(strstr(html, "<tr class=\"fail\"><td>row_parallel</td><td>fp32</td><td>dp1-tp4</td>"),
+    EQ_EXPECT(strstr(html, "<tr class=\"fail\"><td class=\"verdict\">FAIL</td><td>row_parallel</td><td>fp32</td><td>dp1-tp4</td>"),
               "failing row not highlighted:\n%s", html);
     EQ_EXPECT(strstr(html, "class=\"summary status-fail\">equiv matrix: 4 cells, 1 NOT as expected<"), "summary");
     const char *first_fail = strstr(html, "class=\"fail\"");
@@ -196,6 +227,8 @@ static void check_failing_row(const eq_matrix *m)
     EQ_EXPECT(strstr(good, "class=\"fail\"") == NULL && strstr(good, "status-pass"), "good page:\n%s", good);
     EQ_EXPECT(strstr(good, "<script") == NULL && strstr(good, "http") == NULL, "page not self-contained");
     EQ_EXPECT(strstr(good, "max |d|</th>") && strstr(good, "</html>\n"), "page:\n%s", good);
+    EQ_EXPECT(strstr(good, "href=\"#how-to-read\"") && strstr(good, "<section id=\"how-to-read\">"),
+              "no link to the glossary:\n%s", good);
     free(md);
     free(html);
     free(good);
@@ -267,6 +300,7 @@ int main(int argc, char **argv)
         check_markdown(&m);
         check_json(&m);
         check_failing_row(&m);
+        check_own_expectation(&m);
     }
     eq_matrix_free(&m);
     free(progress);

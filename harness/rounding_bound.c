@@ -10,8 +10,14 @@
 /* Higham's gamma_n = n u / (1 - n u): the bound on n successive roundings. */
 static double gamma_n(double n, double u) { return n * u < 1.0 ? n * u / (1.0 - n * u) : INFINITY; }
 
-/* The probabilistic stand-in for gamma_n: sqrt(n) u (Higham and Mary 2019, lambda = 1). */
-static double gamma_typical(double n, double u) { return sqrt(n) * u; }
+/* The probabilistic stand-in for gamma_n: Higham and Mary's gamma~_n(lambda) (rounding_bound.h). */
+static double gamma_prob(double n, double u, double lambda) { return expm1(lambda * sqrt(n) * u + n * u * u / (1.0 - u)); }
+
+double eq_prob_bound_lambda(int64_t K, int T_ref, int T_test, double u, double failure)
+{
+    double products = 2.0 * ((double)K + (double)T_ref + (double)T_test);
+    return sqrt(2.0 * log(2.0 * products / failure)) / (1.0 - u);
+}
 
 /* Rounded adds each partial passes through on its way to the all-reduced result. */
 static double hops(const eq_split_gemm *g)
@@ -20,40 +26,42 @@ static double hops(const eq_split_gemm *g)
     return (double)(g->partitions - 1); /* ring, seq; fp32acc adds in fp32 (handled apart) */
 }
 
-/* One run's bound with gamma standing for either the deterministic or the typical growth. */
-static double one_bound(const eq_split_gemm *g, int64_t K, double abs_y, double S, double Q,
-                        double (*gamma)(double, double))
+/* gamma_n or gamma~_n(lambda): the deterministic (lambda 0) or the probabilistic growth. */
+static double growth(double n, double u, double lambda) { return lambda > 0.0 ? gamma_prob(n, u, lambda) : gamma_n(n, u); }
+
+/* One run's bound: deterministic with lambda 0, else probabilistic with that lambda. */
+static double one_bound(const eq_split_gemm *g, int64_t K, double abs_y, double S, double Q, double lambda)
 {
     double u_acc = g->dtype == EQ_FP64 ? 0x1p-53 : eq_dtype_unit_roundoff(g->accumulate); /* fp32: backend.h */
     double u_out = g->dtype == EQ_BF16 ? 0x1p-8 : 0.0;      /* a bf16 output is rounded once more */
     double u_wire = eq_dtype_unit_roundoff(g->dtype);
     if (g->partitions <= 1) {
-        double acc = gamma((double)K, u_acc) * S;
+        double acc = growth((double)K, u_acc, lambda) * S;
         return acc + u_out * (abs_y + acc);
     }
     double n = (double)K / g->partitions;
-    double acc = gamma(n, u_acc) * S;
+    double acc = growth(n, u_acc, lambda) * S;
     double e_p = acc + u_out * (Q + acc);
     double magnitude = Q + e_p; /* bounds sum_t |computed p_t| */
     if (strcmp(g->algo, "fp32acc") == 0) {
-        double sum = gamma((double)(g->partitions - 1), u_acc) * magnitude;
+        double sum = growth((double)(g->partitions - 1), u_acc, lambda) * magnitude;
         return e_p + sum + u_out * (abs_y + e_p + sum);
     }
-    return e_p + gamma(hops(g), u_wire) * magnitude;
+    return e_p + growth(hops(g), u_wire, lambda) * magnitude;
 }
 
 void eq_split_gemm_error_bound(const eq_split_gemm *g, int64_t K, double abs_y, double S, double Q, double *det,
                                double *prob)
 {
-    *det = one_bound(g, K, abs_y, S, Q, gamma_n);
-    *prob = one_bound(g, K, abs_y, S, Q, gamma_typical);
+    *det = one_bound(g, K, abs_y, S, Q, 0.0);
+    *prob = one_bound(g, K, abs_y, S, Q, g->lambda);
 }
 
 const char *eq_theory_reading(const eq_theory *th, double max_abs)
 {
     if (th->det_ratio > 1.0) return "not rounding";
     if (max_abs == 0.0) return "bit-exact";
-    return th->prob_ratio <= 2.0 ? "rounding, typical size" : "rounding, larger than typical";
+    return th->prob_ratio <= 1.0 ? "rounding, within the 99.9% bound" : "rounding, above the 99.9% bound";
 }
 
 /* Every element of a and b bit-identical? */
@@ -167,11 +175,15 @@ static eq_status apply_site(eq_tensor_result *res, const eq_capture *ref, const 
     int64_t M = K > 0 ? eq_tensor_numel(a) / K : 0;
     if (b->ndim != 2 || b->shape[1] != K || out->shape[out->ndim - 1] != N || eq_tensor_numel(out) != M * N)
         return EQ_FAIL(EQ_ERR_INPUT, "%s is not %s * %s^T: shapes do not fit a GEMM", res->path, site->a, site->b);
-    eq_split_gemm g_ref = {out->dtype, site->k_split_by_tp ? ref->meta.tp : 1, ref->meta.algorithm, site->accumulate};
+    eq_split_gemm g_ref = {out->dtype, site->k_split_by_tp ? ref->meta.tp : 1, ref->meta.algorithm, site->accumulate, 0.0};
     eq_split_gemm g_test = {out_t->tensor.dtype, site->k_split_by_tp ? test->meta.tp : 1, test->meta.algorithm,
-                            site->accumulate};
+                            site->accumulate, 0.0};
     if ((g_ref.partitions > 0 && K % g_ref.partitions != 0) || (g_test.partitions > 0 && K % g_test.partitions != 0))
         return EQ_OK; /* not a split this model could have run */
+    double u_max = fmax(fmax(eq_dtype_unit_roundoff(g_ref.dtype), eq_dtype_unit_roundoff(g_test.dtype)),
+                        eq_dtype_unit_roundoff(site->accumulate));
+    double lambda = eq_prob_bound_lambda(K, g_ref.partitions, g_test.partitions, u_max, EQ_PROB_BOUND_FAILURE);
+    g_ref.lambda = g_test.lambda = lambda;
     EQ_TRY(products_compute(&p, a, b, M, N, K, g_ref.partitions, g_test.partitions));
     eq_theory *th = &res->theory;
     memset(th, 0, sizeof *th);
@@ -179,6 +191,8 @@ static eq_status apply_site(eq_tensor_result *res, const eq_capture *ref, const 
     th->terms = K;
     th->ref_partitions = g_ref.partitions;
     th->test_partitions = g_test.partitions;
+    th->prob_lambda = lambda;
+    th->prob_failure = EQ_PROB_BOUND_FAILURE;
     for (int64_t i = 0; i < M * N; i++) {
         double det_r, prob_r, det_t, prob_t;
         double abs_y = fabs(p.y[i]);

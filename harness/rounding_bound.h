@@ -17,9 +17,21 @@
  *                gamma_{T-1}(u_a) (Q + e_p) + u (|y| + e_p + gamma_{T-1}(u_a)(Q + e_p)).
  * The deterministic bound on |ref - test| is the sum of both runs' bounds: a difference above it
  * cannot be rounding, whatever the order (det_ratio > 1 is proof of a bug). The probabilistic
- * version (Higham and Mary, SIAM J. Sci. Comput. 41(5), 2019) replaces each gamma_n(u) by
- * sqrt(n) u, the typical size of n independent roundings; single roundings keep u. Its ratio near
- * or below 1 says the difference is the size rounding is expected to have.
+ * version (Higham and Mary, "A new approach to probabilistic rounding error analysis", SIAM J. Sci.
+ * Comput. 41(5), 2019) replaces each gamma_n(u) by
+ *   gamma~_n(lambda, u) = exp(lambda sqrt(n) u + n u^2 / (1 - u)) - 1   (~ lambda sqrt(n) u);
+ * single roundings keep u. Under their model (rounding errors independent, of mean zero) a product
+ * of n factors (1 + delta_j) stays within gamma~_n(lambda) of 1 with probability at least
+ * 1 - 2 exp(-lambda^2 (1 - u)^2 / 2), and an inner product of n terms within gamma~_n(lambda) S
+ * with probability at least 1 - 2 n exp(-lambda^2 (1 - u)^2 / 2) (one such product per term).
+ * One element of the difference of two runs involves at most N = 2 (K + T_ref + T_test) such
+ * products (per run: one per term of K, one per partial, one for the output), so with
+ *   lambda = sqrt(2 ln(2 N / EQ_PROB_BOUND_FAILURE)) / (1 - u)
+ * the probabilistic bound holds for each element with probability at least
+ * 1 - EQ_PROB_BOUND_FAILURE (by the union bound): lambda is 5.29 for K = 256, T = 1 and 4 in
+ * bf16. A
+ * ratio above 1 is possible rounding, but rarer than that model allows (or its independence
+ * assumption fails, e.g. for inputs of one sign).
  *
  * The bound holds only where a and b are bit-identical in both runs (the layer's inputs did not
  * already differ); elsewhere nothing is reported. */
@@ -36,6 +48,15 @@ typedef struct {
     int k_split_by_tp;       /* row-parallel: partition t of the tp ranks holds K/tp of K */
 } eq_gemm_site;
 
+/* The probability that the probabilistic bound may fail at an element, under its model (above);
+ * the reports name it as "the 99.9% bound". */
+#define EQ_PROB_BOUND_FAILURE 1e-3
+
+/* lambda for which the probabilistic bound on the difference of two runs of a K-term GEMM split
+ * into T_ref and T_test partitions holds per element with probability at least 1 - failure, u the
+ * largest unit roundoff involved (see above). */
+double eq_prob_bound_lambda(int64_t K, int T_ref, int T_test, double u, double failure);
+
 /* Per-element bounds of one run's error against the exact product (see above). */
 typedef struct {
     eq_dtype dtype;      /* the run's dtype: its outputs and all-reduce wire */
@@ -44,6 +65,7 @@ typedef struct {
                             bounds every summation order */
     eq_dtype accumulate; /* the GEMM's accumulation: fp32 (equiv's backends, the default), or bf16
                             where a kernel may round partial sums (fp64 runs accumulate in fp64) */
+    double lambda;       /* of the probabilistic bound (eq_prob_bound_lambda) */
 } eq_split_gemm;
 
 /* Fills the theory fields of the results of `cmp` for every GEMM output whose operands are in both
@@ -54,8 +76,8 @@ eq_status eq_rounding_bounds_apply(eq_comparison *cmp, const eq_capture *ref, co
                                    const eq_gemm_site *sites);
 
 /* One reading of a result's theory for a reader: "not rounding" (above the deterministic bound),
- * "bit-exact", "rounding, typical size" (max |d| at most twice the typical bound) or "rounding,
- * larger than typical" (allowed, but rarer than the typical model expects). */
+ * "bit-exact", "rounding, within the 99.9% bound" (every |d_i| within its probabilistic bound) or
+ * "rounding, above the 99.9% bound" (allowed, but rarer than the probabilistic model expects). */
 const char *eq_theory_reading(const eq_theory *th, double max_abs);
 
 /* The bounds for one element, exposed for the unit test: deterministic (*det) and probabilistic

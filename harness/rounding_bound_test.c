@@ -22,29 +22,50 @@ static void check_formula(void)
 {
     const double u = 0x1p-24, ub = 0x1p-8;
     double det, prob;
-    /* T = 1, fp32: gamma_K(u) S, no output rounding */
-    eq_split_gemm one = {EQ_FP32, 1, "ring", EQ_FP32};
+    /* T = 1, fp32: gamma_K(u) S, no output rounding; the probabilistic bound with lambda 1 is
+     * Higham and Mary's exp(sqrt(K) u + K u^2 / (1 - u)) - 1 times S */
+    eq_split_gemm one = {EQ_FP32, 1, "ring", EQ_FP32, 1.0};
     eq_split_gemm_error_bound(&one, 10, 0.5, 2.0, 0.5, &det, &prob);
     EQ_EXPECT(fabs(det - 10 * u / (1 - 10 * u) * 2.0) < 1e-22, "T=1 fp32 det %.17g", det);
-    EQ_EXPECT(fabs(prob - sqrt(10.0) * u * 2.0) < 1e-22, "T=1 fp32 prob %.17g", prob);
+    EQ_EXPECT(fabs(prob - expm1(sqrt(10.0) * u + 10 * u * u / (1 - u)) * 2.0) < 1e-22, "T=1 fp32 prob %.17g", prob);
+    /* lambda 3 triples the first-order term */
+    one.lambda = 3.0;
+    eq_split_gemm_error_bound(&one, 10, 0.5, 2.0, 0.5, &det, &prob);
+    EQ_EXPECT(fabs(prob - 3 * sqrt(10.0) * u * 2.0) < 1e-6 * prob, "T=1 fp32 lambda 3 prob %.17g", prob);
+    one.lambda = 1.0;
     /* T = 1, bf16: plus one rounding of the output */
     one.dtype = EQ_BF16;
     eq_split_gemm_error_bound(&one, 10, 0.5, 2.0, 0.5, &det, &prob);
     double acc = 10 * u / (1 - 10 * u) * 2.0;
     EQ_EXPECT(fabs(det - (acc + ub * (0.5 + acc))) < 1e-18, "T=1 bf16 det %.17g", det);
     /* T = 4 ring, bf16, K = 8: partials of 2 terms, each rounded; 3 rounded hops */
-    eq_split_gemm ring = {EQ_BF16, 4, "ring", EQ_FP32};
+    eq_split_gemm ring = {EQ_BF16, 4, "ring", EQ_FP32, 1.0};
     eq_split_gemm_error_bound(&ring, 8, 0.5, 2.0, 1.25, &det, &prob);
     double g2 = 2 * u / (1 - 2 * u), e_p = g2 * 2.0 + ub * (1.25 + g2 * 2.0);
     double want = e_p + 3 * ub / (1 - 3 * ub) * (1.25 + e_p);
     EQ_EXPECT(fabs(det - want) < 1e-15, "T=4 ring det %.17g want %.17g", det, want);
-    double e_p_typ = sqrt(2.0) * u * 2.0 + ub * (1.25 + sqrt(2.0) * u * 2.0);
-    EQ_EXPECT(fabs(prob - (e_p_typ + sqrt(3.0) * ub * (1.25 + e_p_typ))) < 1e-15, "T=4 ring prob %.17g", prob);
+    double gp2 = expm1(sqrt(2.0) * u + 2 * u * u / (1 - u)), gp3 = expm1(sqrt(3.0) * ub + 3 * ub * ub / (1 - ub));
+    double e_p_typ = gp2 * 2.0 + ub * (1.25 + gp2 * 2.0);
+    EQ_EXPECT(fabs(prob - (e_p_typ + gp3 * (1.25 + e_p_typ))) < 1e-15, "T=4 ring prob %.17g", prob);
     /* tree: ceil(log2 4) = 2 hops, fewer than the ring's 3 */
-    eq_split_gemm tree = {EQ_BF16, 4, "tree", EQ_FP32};
+    eq_split_gemm tree = {EQ_BF16, 4, "tree", EQ_FP32, 1.0};
     double det_tree, prob_tree;
     eq_split_gemm_error_bound(&tree, 8, 0.5, 2.0, 1.25, &det_tree, &prob_tree);
     EQ_EXPECT(fabs(det_tree - (e_p + 2 * ub / (1 - 2 * ub) * (1.25 + e_p))) < 1e-15, "tree det %.17g", det_tree);
+}
+
+/* lambda for a stated probability: K = 256 split 1 -> 4 in bf16 has N = 2 (256 + 1 + 4) = 522
+ * products, so lambda = sqrt(2 ln(2 x 522 / 1e-3)) / (1 - 2^-8) = 5.2854 (by hand), and the bound
+ * fails with probability at most 2 N exp(-lambda^2 (1 - u)^2 / 2) = 1e-3. */
+static void check_lambda(void)
+{
+    const double ub = 0x1p-8;
+    double lambda = eq_prob_bound_lambda(256, 1, 4, ub, 1e-3);
+    EQ_EXPECT(fabs(lambda - 5.2854) < 1e-4, "lambda %.17g, want 5.2854", lambda);
+    double failure = 2 * 522 * exp(-lambda * lambda * (1 - ub) * (1 - ub) / 2);
+    EQ_EXPECT(fabs(failure - 1e-3) < 1e-12, "failure %.17g, want 1e-3", failure);
+    /* a smaller failure probability needs a larger lambda */
+    EQ_EXPECT(eq_prob_bound_lambda(256, 1, 4, ub, 1e-6) > lambda, "lambda not growing as the failure shrinks");
 }
 
 /* One row-parallel run of out = input weight^T under tp, captured as the row_parallel case does. */
@@ -112,8 +133,10 @@ static void check_real_runs(void)
                               what, tps[k]);
                     EQ_EXPECT(r->theory.det_ratio <= 1.0, "%s %s tp%d: |d| %.3g x the deterministic bound",
                               eq_dtype_name(dtypes[d]), what, tps[k], r->theory.det_ratio);
-                    EQ_EXPECT(r->theory.prob_ratio <= 2.0, "%s %s tp%d: |d| %.3g x the typical bound",
-                              eq_dtype_name(dtypes[d]), what, tps[k], r->theory.prob_ratio);
+                    EQ_EXPECT(r->theory.prob_ratio <= 1.0 && r->theory.prob_failure == EQ_PROB_BOUND_FAILURE &&
+                                  r->theory.prob_lambda > 5.0,
+                              "%s %s tp%d: |d| %.3g x the 99.9%% bound (lambda %g)", eq_dtype_name(dtypes[d]), what,
+                              tps[k], r->theory.prob_ratio, r->theory.prob_lambda);
                     EQ_EXPECT(r->as_expected, "%s %s tp%d: not as expected", eq_dtype_name(dtypes[d]), what, tps[k]);
                 }
                 eq_comparison_free(&cmp);
@@ -140,7 +163,7 @@ static void check_planted(eq_dtype dt, double times, int want_caught)
     }
     for (int t = 0; t < 4; t++) Q += fabs(part[t]);
     double det_ref, det_test, prob;
-    eq_split_gemm g_ref = {dt, 1, "ring", EQ_FP32}, g_test = {dt, 4, "ring", EQ_FP32};
+    eq_split_gemm g_ref = {dt, 1, "ring", EQ_FP32, 0.0}, g_test = {dt, 4, "ring", EQ_FP32, 0.0};
     eq_split_gemm_error_bound(&g_ref, K, fabs(y), S, fabs(y), &det_ref, &prob);
     eq_split_gemm_error_bound(&g_test, K, fabs(y), S, Q, &det_test, &prob);
     /* the test output: the reference's, with element j moved */
@@ -199,6 +222,7 @@ static void check_not_applicable(void)
 int main(void)
 {
     check_formula();
+    check_lambda();
     check_real_runs();
     check_planted(EQ_BF16, 1.5, 1);
     check_planted(EQ_BF16, 0.5, 0);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "equiv_config.h"
+#include "reports/how_to_read.h"
 #include "reports/plot_svg.h"
 #include "reports/report.h"
 
@@ -21,16 +22,46 @@ const char *eq_matrix_summary(const eq_matrix *m, char *buf, size_t len)
     return buf;
 }
 
-/* The table's text cells, shared by Markdown and HTML. */
+/* The table's text cells, shared by Markdown and HTML. The verdict comes first, one word
+ * ("pass", "FAIL"). Tensors with an expectation of their own (the case's [expect.<grads>]) are
+ * counted in the expected cell ("within; differs: 12 tensors") and left out of the observed one,
+ * which is the worst state among the tensors held to the cell's expectation: so a cell never reads
+ * "expected within, observed OUTSIDE, as expected". */
 typedef struct {
     char layout[32];
+    char expected[96];
+    const char *observed;
     char worst[EQ_NAME_MAX];
     char max_abs[48];
 } row_text;
 
-static void format_row(const eq_matrix_row *row, row_text *t)
+static int judged(eq_role role) { return role == EQ_ROLE_ACTIVATION || role == EQ_ROLE_GRAD || role == EQ_ROLE_LOSS; }
+
+static void format_expectation(const eq_matrix_row *row, const eq_comparison *cmp, row_text *t)
+{
+    int n_own[EQ_EXPECT_COUNT] = {0};
+    eq_observed worst = EQ_OBS_BIT_EXACT;
+    int any_own = 0;
+    for (int i = 0; cmp != NULL && i < cmp->count; i++) {
+        const eq_tensor_result *r = &cmp->results[i];
+        if (!judged(r->role)) continue;
+        if (r->expect != row->expected && (unsigned)r->expect < EQ_EXPECT_COUNT) {
+            n_own[r->expect]++;
+            any_own = 1;
+        } else if (r->observed > worst) worst = r->observed;
+    }
+    t->observed = eq_observed_name(any_own ? worst : row->observed);
+    size_t used = (size_t)snprintf(t->expected, sizeof t->expected, "%s", eq_expect_name(row->expected));
+    for (int e = 0; any_own && e < EQ_EXPECT_COUNT && used < sizeof t->expected; e++)
+        if (n_own[e] > 0)
+            used += (size_t)snprintf(t->expected + used, sizeof t->expected - used, "; %s: %d tensor%s",
+                                     eq_expect_name((eq_expect)e), n_own[e], n_own[e] == 1 ? "" : "s");
+}
+
+static void format_row(const eq_matrix_row *row, const eq_comparison *cmp, row_text *t)
 {
     eq_layout_name(row->layout, t->layout, sizeof t->layout);
+    format_expectation(row, cmp, t);
     snprintf(t->worst, sizeof t->worst, "%s", row->worst_path[0] ? row->worst_path : "-");
     /* three significant digits: the cells span 1e-9 (fp32 gradients) to 0.1 (bf16 activations),
      * which fixed decimals would flatten to 0.000002; "0" for a bit-exact cell */
@@ -45,15 +76,15 @@ eq_status eq_matrix_markdown(FILE *out, const eq_matrix *m)
             (unsigned long long)m->seed);
     if (m->backend[0]) fprintf(out, "Backend: %s. ", m->backend);
     fprintf(out, "Ran in %.1f s.\n\n", m->seconds);
-    fprintf(out, "| case | dtype | layout | expected | observed | verdict | worst tensor | max \\|d\\| |\n");
+    fprintf(out, "How to read this report: README.md, section \"How to read this report\".\n\n");
+    fprintf(out, "| verdict | case | dtype | layout | expected | observed | worst tensor | max \\|d\\| |\n");
     fprintf(out, "|---|---|---|---|---|---|---|---:|\n");
     for (int i = 0; i < m->count; i++) {
         const eq_matrix_row *row = &m->rows[i];
         row_text t;
-        format_row(row, &t);
-        fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", row->case_name, eq_dtype_name(row->dtype),
-                t.layout, eq_expect_name(row->expected), eq_observed_name(row->observed),
-                row->as_expected ? "as expected" : "**NOT as expected**", t.worst, t.max_abs);
+        format_row(row, m->comparisons != NULL ? &m->comparisons[i] : NULL, &t);
+        fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", row->as_expected ? "pass" : "**FAIL**",
+                row->case_name, eq_dtype_name(row->dtype), t.layout, t.expected, t.observed, t.worst, t.max_abs);
     }
     fprintf(out, "\n%s\n", eq_matrix_summary(m, summary, sizeof summary));
     if (fflush(out) != 0 || ferror(out)) return EQ_FAIL(EQ_ERR_IO, "cannot write the matrix Markdown");
@@ -160,24 +191,27 @@ eq_status eq_matrix_html(FILE *out, const eq_matrix *m)
     snprintf(line, sizeof line, "Size %s, algorithm %s, seed %llu; ran in %.1f s. Backend: %s.", m->size,
              eq_algo_name(m->algo), (unsigned long long)m->seed, m->seconds, m->backend[0] ? m->backend : "?");
     eq_svg_escape(out, line);
-    fprintf(out, "</p>\n<table>\n<tr><th>case</th><th>dtype</th><th>layout</th><th>expected</th><th>observed</th>"
-                 "<th>verdict</th><th>worst tensor</th><th>max |d|</th></tr>\n");
+    fprintf(out, "</p>\n<p class=\"note\"><a href=\"%s\">How to read this report</a></p>\n", EQ_HOW_TO_READ_URL);
+    fprintf(out, "<table>\n<tr><th>verdict</th><th>case</th><th>dtype</th><th>layout</th><th>expected</th>"
+                 "<th>observed</th><th>worst tensor</th><th>max |d|</th></tr>\n");
     for (int i = 0; i < m->count; i++) {
         const eq_matrix_row *row = &m->rows[i];
         row_text t;
-        format_row(row, &t);
+        format_row(row, m->comparisons != NULL ? &m->comparisons[i] : NULL, &t);
         fprintf(out, "<tr%s>", row->as_expected ? "" : " class=\"fail\"");
+        html_cell(out, "verdict", row->as_expected ? "pass" : "FAIL");
         html_cell(out, NULL, row->case_name);
         html_cell(out, NULL, eq_dtype_name(row->dtype));
         html_cell(out, NULL, t.layout);
-        html_cell(out, NULL, eq_expect_name(row->expected));
-        html_cell(out, NULL, eq_observed_name(row->observed));
-        html_cell(out, "verdict", row->as_expected ? "as expected" : "NOT as expected");
+        html_cell(out, NULL, t.expected);
+        html_cell(out, NULL, t.observed);
         html_cell(out, NULL, t.worst);
         html_cell(out, "num", t.max_abs);
         fprintf(out, "</tr>\n");
     }
-    fprintf(out, "</table>\n</body>\n</html>\n");
+    fprintf(out, "</table>\n");
+    eq_how_to_read_html(out);
+    fprintf(out, "</body>\n</html>\n");
     if (fflush(out) != 0 || ferror(out)) return EQ_FAIL(EQ_ERR_IO, "cannot write the matrix HTML");
     return EQ_OK;
 }

@@ -210,13 +210,24 @@ static void count_clamped(axes *ax, double y)
     else if (log10(y) < ax->y_lo) ax->n_below++;
 }
 
+static const char *series_color(const eq_svg_series *series)
+{
+    return series->tolerance ? EQ_SVG_TOLERANCE_COLOR : eq_svg_color(series->color);
+}
+
+static const char *series_dash(const eq_svg_series *series)
+{
+    if (series->tolerance) return " stroke-dasharray=\"2 3\"";
+    return series->dashed ? " stroke-dasharray=\"5 3\"" : "";
+}
+
 static void write_series(FILE *out, const eq_svg_chart *chart, const eq_svg_series *series, axes *ax)
 {
-    const char *color = eq_svg_color(series->color);
-    fprintf(out, "<g class=\"series\" data-name=\"");
+    const char *color = series_color(series);
+    fprintf(out, "<g class=\"series%s\" data-name=\"", series->tolerance ? " tolerance" : "");
     eq_svg_escape(out, series->name);
-    fprintf(out, "\">\n<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s d=\"", color,
-            series->dashed ? " stroke-dasharray=\"5 3\"" : "");
+    fprintf(out, "\">\n<path fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s d=\"", color,
+            series->tolerance ? "1.5" : "2", series_dash(series));
     int started = 0, pen_down = 0; /* a non-finite point breaks the line */
     for (int i = 0; i < series->count; i++) {
         if (!isfinite(series->x[i]) || !isfinite(series->y[i])) {
@@ -228,7 +239,7 @@ static void write_series(FILE *out, const eq_svg_chart *chart, const eq_svg_seri
         started = pen_down = 1;
     }
     fprintf(out, "\"/>\n");
-    for (int i = 0; i < series->count; i++) {
+    for (int i = 0; i < series->count && !series->tolerance; i++) {
         double x = series->x[i], y = series->y[i];
         if (!isfinite(x) || !isfinite(y)) continue;
         count_clamped(ax, y);
@@ -239,6 +250,17 @@ static void write_series(FILE *out, const eq_svg_chart *chart, const eq_svg_seri
         eq_svg_escape(out, chart->x_label);
         fprintf(out, " %g: %.4g</title></circle>\n", x, y);
     }
+    for (int i = 0; series->marked != NULL && i < series->count; i++) {
+        double x = series->x[i], y = series->y[i];
+        if (!series->marked[i] || !isfinite(x) || !isfinite(y)) continue;
+        fprintf(out, "<circle class=\"marked\" cx=\"%.2f\" cy=\"%.2f\" r=\"7\" fill=\"none\" stroke=\"%s\" "
+                     "stroke-width=\"2\"><title>",
+                map_x(ax, x), map_y(ax, y), EQ_SVG_MARK_COLOR);
+        eq_svg_escape(out, series->name);
+        fprintf(out, ", ");
+        eq_svg_escape(out, chart->x_label);
+        fprintf(out, " %g: %.4g, not as expected</title></circle>\n", x, y);
+    }
     fprintf(out, "</g>\n");
 }
 
@@ -248,12 +270,13 @@ static void write_legend(FILE *out, const eq_svg_chart *chart, const axes *ax)
     fprintf(out, "<g class=\"legend\" fill=\"%s\">\n", INK);
     for (int s = 0; s < chart->n_series; s++) {
         const eq_svg_series *series = &chart->series[s];
-        const char *color = eq_svg_color(series->color);
+        const char *color = series_color(series);
         double y = ax->top + 8 + 18 * s;
         fprintf(out, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\" stroke-width=\"2\"%s/>",
-                x, y, x + 24, y, color, series->dashed ? " stroke-dasharray=\"5 3\"" : "");
-        fprintf(out, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3\" fill=\"%s\" stroke=\"%s\" stroke-width=\"1.5\"/>",
-                x + 12, y, series->dashed ? "#ffffff" : color, color);
+                x, y, x + 24, y, color, series_dash(series));
+        if (!series->tolerance)
+            fprintf(out, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3\" fill=\"%s\" stroke=\"%s\" stroke-width=\"1.5\"/>",
+                    x + 12, y, series->dashed ? "#ffffff" : color, color);
         char shown[LEGEND_NAME_MAX + 1];
         const char *name = series->name != NULL ? series->name : "";
         if (strlen(name) > LEGEND_NAME_MAX) snprintf(shown, sizeof shown, "%.*s...", LEGEND_NAME_MAX - 3, name);

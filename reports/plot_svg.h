@@ -33,6 +33,8 @@
  * without squeezing every gridline together. */
 #define EQ_SVG_MAX_DECADES 12
 #define EQ_SVG_PALETTE_SIZE 8
+#define EQ_SVG_TOLERANCE_COLOR "#888888"
+#define EQ_SVG_MARK_COLOR "#d00000"
 
 typedef struct {
     const char *name;     /* legend text, e.g. "out max" */
@@ -40,6 +42,10 @@ typedef struct {
     int count;
     int color;            /* index into the palette (taken modulo EQ_SVG_PALETTE_SIZE) */
     int dashed;           /* dashed line and hollow markers: a mean drawn beside its max */
+    const unsigned char *marked; /* NULL, or `count` flags: a red ring (class "marked") around each
+                                    flagged point, e.g. a result not as expected */
+    int tolerance;        /* a grey dotted line without markers (class "tolerance"), e.g. a
+                             tolerance that varies by point; `color` is ignored */
 } eq_svg_series;
 
 typedef struct {
@@ -58,7 +64,8 @@ typedef struct {
 } eq_svg_chart;
 
 /* Writes the chart as one <svg> element. Each series is a <g class="series" data-name="NAME">
- * holding its line and one <circle> per drawn point. EQ_ERR_INTERNAL when the size leaves no
+ * (class "series tolerance" for a tolerance series) holding its line and one <circle> per drawn
+ * point (none for a tolerance series), then a <circle class="marked"> per flagged point. EQ_ERR_INTERNAL when the size leaves no
  * plot area, EQ_ERR_IO when the stream fails. */
 eq_status eq_svg_plot(FILE *out, const eq_svg_chart *chart);
 

@@ -64,8 +64,8 @@ static void test_log_axis(void)
     static const double known_y[] = {1e-3, 0.0, 1e-5, 1e-2};
     static const double mean_y[] = {1e-4, 0.0, 2e-6, 1e-3};
     const eq_svg_series series[] = {
-        {"known", x, known_y, 4, 0, 0},
-        {"x<y mean", x, mean_y, 4, 0, 1},
+        {"known", x, known_y, 4, 0, 0, NULL, 0},
+        {"x<y mean", x, mean_y, 4, 0, 1, NULL, 0},
     };
     const eq_svg_refline atol = {1e-3, "atol 0.001"};
     eq_svg_chart chart = {
@@ -130,7 +130,7 @@ static void test_linear_axis_and_gaps(void)
 {
     static const double x[] = {1, 2, 3, 4};
     const double y[] = {0.5, NAN, 2.0, INFINITY};
-    const eq_svg_series series = {"gappy", x, y, 4, 3, 0};
+    const eq_svg_series series = {"gappy", x, y, 4, 3, 0, NULL, 0};
     eq_svg_chart chart = {.title = "linear", .x_label = "layer", .y_label = "v", .series = &series, .n_series = 1};
     eq_status st = EQ_OK;
     char *text = render(&chart, &st);
@@ -159,7 +159,7 @@ static void test_log_edges(void)
 {
     static const double x[] = {0, 1};
     static const double zeros[] = {0.0, 0.0}, wide[] = {1e-20, 0.1};
-    const eq_svg_series zero_series = {"zeros", x, zeros, 2, 0, 0}, wide_series = {"wide", x, wide, 2, 1, 0};
+    const eq_svg_series zero_series = {"zeros", x, zeros, 2, 0, 0, NULL, 0}, wide_series = {"wide", x, wide, 2, 1, 0, NULL, 0};
     eq_svg_chart chart = {.title = "t", .x_label = "layer", .y_label = "|d|", .log_y = 1,
                           .series = &zero_series, .n_series = 1};
     eq_status st = EQ_OK;
@@ -189,6 +189,43 @@ static void test_log_edges(void)
     free(text);
 }
 
+/* A tolerance series and marked points: the tolerance is drawn grey and dotted without markers;
+ * each flagged point gets one red ring at its own centre, the others none. */
+static void test_tolerance_and_marks(void)
+{
+    static const double x[] = {0, 1, 2}, y[] = {1e-4, 1e-2, 1e-3}, tol[] = {1e-3, 2e-3, 4e-3};
+    static const unsigned char flags[] = {0, 1, 0}; /* layer 1 exceeds its tolerance 2e-3 */
+    const eq_svg_series series[] = {
+        {"g max", x, y, 3, 0, 0, flags, 0},
+        {"g tolerance", x, tol, 3, 0, 0, NULL, 1},
+    };
+    eq_svg_chart chart = {.title = "t", .x_label = "layer", .y_label = "|d|", .log_y = 1, .series = series,
+                          .n_series = 2};
+    eq_status st = EQ_OK;
+    char *text = render(&chart, &st);
+    EQ_EXPECT(st == EQ_OK, "eq_svg_plot: %s", eq_error_message());
+    if (text == NULL) return;
+    EQ_EXPECT(count_of(text, "<circle class=\"marked\"") == 1, "%d marked points, want 1",
+              count_of(text, "<circle class=\"marked\""));
+    double cx[4], cy[4], mx = 0, my = 0;
+    int n = series_points(text, "g max", cx, cy, 4);
+    const char *mark = strstr(text, "<circle class=\"marked\" cx=\"");
+    EQ_EXPECT(n == 3 && mark != NULL && sscanf(mark, "<circle class=\"marked\" cx=\"%lf\" cy=\"%lf\"", &mx, &my) == 2 &&
+                  mx == cx[1] && my == cy[1],
+              "the ring is not on layer 1's point");
+    const char *group = strstr(text, "<g class=\"series tolerance\" data-name=\"g tolerance\">");
+    const char *end = group != NULL ? strstr(group, "</g>") : NULL;
+    EQ_EXPECT(group != NULL && end != NULL, "no tolerance group");
+    if (group != NULL && end != NULL) {
+        const char *circle = strstr(group, "<circle");
+        EQ_EXPECT(circle == NULL || circle > end, "the tolerance has point markers");
+        const char *stroke = strstr(group, "stroke=\"" EQ_SVG_TOLERANCE_COLOR "\"");
+        EQ_EXPECT(stroke != NULL && stroke < end && strstr(group, "stroke-dasharray=\"2 3\"") < end,
+                  "the tolerance is not grey and dotted");
+    }
+    free(text);
+}
+
 int main(void)
 {
     EQ_EXPECT(strcmp(eq_svg_color(EQ_SVG_PALETTE_SIZE), eq_svg_color(0)) == 0, "palette does not wrap");
@@ -196,5 +233,6 @@ int main(void)
     test_log_axis();
     test_linear_axis_and_gaps();
     test_log_edges();
+    test_tolerance_and_marks();
     return eq_test_finish("plot_svg_test");
 }

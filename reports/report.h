@@ -9,9 +9,11 @@
 
 #include "harness/compare.h"
 
-/* Markdown: per comparison a heading naming case, dtype, layouts, algorithm; a line on parameters
- * and inputs (e.g. "2 parameters bit-identical after gathering"); the per-layer tables
- *   | Layer | Tensor | Max | Mean | Median | %>1e-4 | %>1e-3 | %>1e-2 | max ULP | ULP@max | verdict |
+/* Markdown: a pointer to README's "How to read this report"; per comparison a heading naming case,
+ * dtype, layouts, algorithm; a line on parameters and inputs (e.g. "2 parameters bit-identical
+ * after gathering"); the per-layer tables, verdict first, numbers in significant digits:
+ *   | verdict | Layer | Tensor | observed | max |d| | mean |d| | median |d| | %>1e-4 | %>1e-3 |
+ *   %>1e-2 | ULP@max | max ULP | mean(dist/ref) | worst rel |
  * under "#### Activations", "#### Gradients" and "#### Losses", each in capture order and only
  * when the comparison has results of that role; then every result not as expected, worst first,
  * with its diagnosis. The whole report ends with the summary line. */
@@ -19,11 +21,15 @@ eq_status eq_report_markdown(FILE *out, const eq_comparison *cmps, int n);
 
 /* HTML: one self-contained page (inline CSS and SVG; no scripts, external styles or fonts) for
  * reading a run in a browser. The summary line comes first, green when everything is as expected
- * and red otherwise. Comparisons of the same case and layouts sit side by side (bf16 left of
+ * and red otherwise, then a link to the "How to read this report" glossary written at the end
+ * (reports/how_to_read.h). Comparisons of the same case and layouts sit side by side (bf16 left of
  * fp32), each with: a log-scale plot of max and mean |d| against layer for activations, and one
  * for gradients when it has any (at most the 4 tensor names with the largest max |d| per plot, the
- * rest named in the caption; the tolerance's atol drawn as a dashed line); the per-layer tables
- *   Layer | Tensor | Max Abs Diff | Mean Abs Diff | %>1e-3 | %>1e-2 | verdict
+ * rest named in the caption; the tolerance drawn in each: one dashed line for a flat atol, else a
+ * dotted line per tensor at atol' + rtol rms(ref); a red ring on each point not as expected); the
+ * per-layer tables
+ *   verdict | Layer | Tensor | observed | max |d| | mean |d| | %>1e-3 | %>1e-2 | ULP@max | max ULP |
+ *   mean(dist/ref)
  * (seed 002 sections 3-4) for activations, gradients and losses, failing rows highlighted
  * (class "fail", row id "cN/<path>" for comparison N); then the results not as expected, worst
  * first, with their diagnoses. */
@@ -54,6 +60,12 @@ const char *eq_report_run_name(const eq_run_meta *meta, char *buf, size_t len);
 /* How bad a result is, for "worst first": NON-FINITE before everything, then by max_tol_ratio.
  * Negative when a is worse than b, positive when b is worse, 0 when alike (qsort-style). */
 int eq_report_worse_first(const eq_tensor_result *a, const eq_tensor_result *b);
+
+/* The verdict of a result in one word: "pass" (as expected) or "FAIL" (defined in report_markdown.c). */
+const char *eq_report_verdict_word(const eq_tensor_result *r);
+/* What was observed, one word per state (eq_observed_name), with "(expected X)" beside it where the
+ * row fails or the tensor's expectation is not comparison_expect: "OUTSIDE (expected differs)". */
+const char *eq_report_observed_text(const eq_tensor_result *r, eq_expect comparison_expect, char *buf, size_t len);
 
 /* Number formats of the tables, shared so that Markdown and HTML print alike (defined in
  * report_markdown.c). A |d| with `decimals` decimals as seed 002 prints it (6 for Max, 8 for

@@ -9,6 +9,8 @@
 
 #include "harness/rounding_bound.h"
 #include "harness/truth.h"
+#include "reports/how_to_read.h"
+#include "reports/number_format.h"
 #include "reports/plot_svg.h"
 #include "reports/report.h"
 
@@ -68,16 +70,31 @@ static int larger_first(const void *a, const void *b)
     return (na->first > nb->first) - (na->first < nb->first);
 }
 
-/* The caption under a plot: what the lines are, the tolerance, and the tensors left out. */
-static void write_caption(FILE *out, const eq_tolerance *tol, const tensor_name *names, int n_names, int n_shown)
+/* A tolerance drawn as one horizontal line: absolute, without a relative part. */
+static int tolerance_is_flat(const eq_tolerance *tol) { return tol->atol_scale == EQ_ATOL_ABSOLUTE && tol->rtol == 0.0; }
+
+/* The tolerance at an element of the tensor's typical size: atol' + rtol rms(ref), atol' = atol,
+ * or atol rms(ref) for an rms-scaled entry (rms from the reference's mean and population std). */
+static double typical_tolerance(const eq_tolerance *tol, const eq_metrics *m)
+{
+    double rms = sqrt(m->ref_std * m->ref_std + m->ref_mean * m->ref_mean);
+    return (tol->atol_scale == EQ_ATOL_REF_RMS ? tol->atol * rms : tol->atol) + tol->rtol * rms;
+}
+
+/* The caption under a plot: what the lines are, the tolerance, the marks, and the tensors left out. */
+static void write_caption(FILE *out, const eq_tolerance *tol, const tensor_name *names, int n_names, int n_shown,
+                          int n_marked)
 {
     fprintf(out, "<figcaption>Solid: max |d|, dashed: mean |d|, per tensor name; log scale.");
-    if (tol->atol_scale == EQ_ATOL_REF_RMS)
-        fprintf(out, " The tolerance's atol is %g &times; rms(ref) per tensor, so no single line is drawn.",
-                tol->atol);
-    else if (tol->atol > 0.0)
-        fprintf(out, " Grey dashes: the tolerance's atol %g (the bound is |d| &lt;= atol + rtol |ref|, rtol %g).",
-                tol->atol, tol->rtol);
+    if (tolerance_is_flat(tol))
+        fprintf(out, " Grey dashes: the tolerance, |d| &lt;= %g.", tol->atol);
+    else
+        fprintf(out, " Grey dots: each tensor&#39;s tolerance at an element of its typical size, %g%s + %g rms(ref) "
+                     "(the bound is |d| &lt;= atol + rtol |ref| per element).",
+                tol->atol, tol->atol_scale == EQ_ATOL_REF_RMS ? " rms(ref)" : "", tol->rtol);
+    if (n_marked > 0)
+        fprintf(out, " Red rings: %d point%s of results not as expected.", n_marked, n_marked == 1 ? "" : "s");
+    else fprintf(out, " No result drawn here is not as expected.");
     if (n_shown < n_names) {
         fprintf(out, " Showing the %d of %d tensors with the largest max |d|; left out: ", n_shown, n_names);
         for (int k = n_shown; k < n_names; k++) {
@@ -90,16 +107,20 @@ static void write_caption(FILE *out, const eq_tolerance *tol, const tensor_name 
     fprintf(out, "</figcaption>\n");
 }
 
-/* Max and mean |d| against layer for the results of one role, one pair of lines per tensor name. */
+/* Max and mean |d| against layer for the results of one role, one pair of lines per tensor name,
+ * with the tolerance and a ring on each point not as expected. */
 static eq_status write_plot(FILE *out, const eq_comparison *c, eq_role role, const char *role_title)
 {
     eq_status st = EQ_OK;
     tensor_name *names = malloc((size_t)c->count * sizeof *names);
-    double *values = malloc((size_t)c->count * 3 * MAX_PLOTTED_NAMES * sizeof *values);
-    if (names == NULL || values == NULL) {
+    double *values = malloc((size_t)c->count * 4 * MAX_PLOTTED_NAMES * sizeof *values);
+    unsigned char *flags = malloc((size_t)c->count * MAX_PLOTTED_NAMES);
+    if (names == NULL || values == NULL || flags == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "cannot plot %d results", c->count);
         goto cleanup;
     }
+    /* Gradients are judged by their own entry (eq_compare_captures_by_role): draw that one. */
+    const eq_tolerance *tol = role == EQ_ROLE_GRAD && c->grad_tol.name[0] != '\0' ? &c->grad_tol : &c->tol;
     int n_names = 0;
     for (int i = 0; i < c->count; i++) {
         const eq_tensor_result *r = &c->results[i];
@@ -110,98 +131,107 @@ static eq_status write_plot(FILE *out, const eq_comparison *c, eq_role role, con
         names[k].worst = fmax(names[k].worst, r->m.max_abs);
     }
     qsort(names, (size_t)n_names, sizeof *names, larger_first);
-    int n_shown = n_names < MAX_PLOTTED_NAMES ? n_names : MAX_PLOTTED_NAMES;
-    eq_svg_series series[2 * MAX_PLOTTED_NAMES];
-    char labels[2 * MAX_PLOTTED_NAMES][EQ_NAME_MAX + 8];
+    int n_shown = n_names < MAX_PLOTTED_NAMES ? n_names : MAX_PLOTTED_NAMES, n_marked = 0;
+    int flat = tolerance_is_flat(tol), per_name = flat ? 2 : 3, n_series = 0;
+    eq_svg_series series[3 * MAX_PLOTTED_NAMES];
+    char labels[3 * MAX_PLOTTED_NAMES][EQ_NAME_MAX + 12];
     for (int k = 0; k < n_shown; k++) {
-        /* x, max and mean of name k, each `c->count` long (the most points a name can have) */
-        double *x = values + (size_t)c->count * 3 * k, *max = x + c->count, *mean = max + c->count;
+        /* x, max, mean and tolerance of name k, each `c->count` long (the most points a name can have) */
+        double *x = values + (size_t)c->count * 4 * k, *max = x + c->count, *mean = max + c->count;
+        double *limit = mean + c->count;
+        unsigned char *marked = flags + (size_t)c->count * k;
         int points = 0;
         for (int i = 0; i < c->count; i++) {
             const eq_tensor_result *r = &c->results[i];
             if (r->role != role || strcmp(r->name, names[k].name) != 0) continue;
-            /* by layer: gradients are captured backwards, last layer first */
+            /* insert in layer order (captures list layers in order; this keeps it so anyway) */
             int at = points++;
             for (; at > 0 && x[at - 1] > r->layer; at--) {
                 x[at] = x[at - 1];
                 max[at] = max[at - 1];
                 mean[at] = mean[at - 1];
+                limit[at] = limit[at - 1];
+                marked[at] = marked[at - 1];
             }
             x[at] = r->layer;
             max[at] = r->m.max_abs;
             mean[at] = r->m.mean_abs;
+            limit[at] = typical_tolerance(tol, &r->m);
+            marked[at] = !r->as_expected;
+            n_marked += !r->as_expected;
         }
-        snprintf(labels[2 * k], sizeof labels[0], "%s max", names[k].name);
-        snprintf(labels[2 * k + 1], sizeof labels[0], "%s mean", names[k].name);
-        series[2 * k] = (eq_svg_series){labels[2 * k], x, max, points, k, 0};
-        series[2 * k + 1] = (eq_svg_series){labels[2 * k + 1], x, mean, points, k, 1};
+        snprintf(labels[per_name * k], sizeof labels[0], "%s max", names[k].name);
+        snprintf(labels[per_name * k + 1], sizeof labels[0], "%s mean", names[k].name);
+        series[n_series++] = (eq_svg_series){labels[per_name * k], x, max, points, k, 0, marked, 0};
+        series[n_series++] = (eq_svg_series){labels[per_name * k + 1], x, mean, points, k, 1, NULL, 0};
+        if (!flat) {
+            snprintf(labels[per_name * k + 2], sizeof labels[0], "%s tolerance", names[k].name);
+            series[n_series++] = (eq_svg_series){labels[per_name * k + 2], x, limit, points, k, 0, NULL, 1};
+        }
     }
     char title[128], ref_label[64];
     snprintf(title, sizeof title, "%s %s: |test - ref| by layer", eq_dtype_name(c->test_meta.dtype), role_title);
-    /* Gradients are judged by their own entry (eq_compare_captures_by_role): draw that one. */
-    const eq_tolerance *tol = role == EQ_ROLE_GRAD && c->grad_tol.name[0] != '\0' ? &c->grad_tol : &c->tol;
-    snprintf(ref_label, sizeof ref_label, "atol %g", tol->atol);
+    snprintf(ref_label, sizeof ref_label, "tolerance %g", tol->atol);
     eq_svg_refline atol_line = {tol->atol, ref_label};
-    int draw_atol = tol->atol_scale == EQ_ATOL_ABSOLUTE && tol->atol > 0.0;
+    int draw_atol = flat && tol->atol > 0.0;
     eq_svg_chart chart = {
         .title = title,
         .x_label = "layer",
         .y_label = "|test - ref|",
         .log_y = 1,
         .series = series,
-        .n_series = 2 * n_shown,
+        .n_series = n_series,
         .refs = draw_atol ? &atol_line : NULL,
         .n_refs = draw_atol,
     };
     fprintf(out, "<figure>\n");
     EQ_TRY(eq_svg_plot(out, &chart));
-    write_caption(out, tol, names, n_names, n_shown);
+    write_caption(out, tol, names, n_names, n_shown, n_marked);
     fprintf(out, "</figure>\n");
 cleanup:
     free(names);
     free(values);
+    free(flags);
     return st;
 }
 
-static void write_verdict(FILE *out, const eq_tensor_result *r)
-{
-    if (r->as_expected) fprintf(out, "%s ok", eq_observed_name(r->observed));
-    else
-        fprintf(out, "%s <strong>FAIL</strong> (expected %s)", eq_observed_name(r->observed),
-                eq_expect_name(r->expect));
-}
-
-/* Seed 002 sections 3-4's columns, plus the tensor and the verdict; the full set is in the JSON. */
+/* The verdict first (pass or FAIL), then what was observed, then seed 002 sections 3-4's columns,
+ * the ULPs and mean(dist/ref); the full set is in the JSON. */
 static void write_table(FILE *out, const eq_comparison *c, int index, eq_role role, const char *heading)
 {
     if (count_role(c, role) == 0) return;
-    fprintf(out, "<h4>%s</h4>\n<table>\n<thead><tr><th>Layer</th><th>Tensor</th><th>Max Abs Diff</th>"
-                 "<th>Mean Abs Diff</th><th>%%&gt;1e-3</th><th>%%&gt;1e-2</th><th>verdict</th></tr></thead>\n<tbody>\n",
+    fprintf(out, "<h4>%s</h4>\n<table>\n<thead><tr><th>verdict</th><th>Layer</th><th>Tensor</th><th>observed</th>"
+                 "<th>max |d|</th><th>mean |d|</th><th>%%&gt;1e-3</th><th>%%&gt;1e-2</th><th>ULP@max</th>"
+                 "<th>max ULP</th><th>mean(dist/ref)</th></tr></thead>\n<tbody>\n",
             heading);
     for (int i = 0; i < c->count; i++) {
         const eq_tensor_result *r = &c->results[i];
         if (r->role != role) continue;
-        char max[32], mean[32], s3[16], s2[16];
+        char max[32], mean[32], s3[16], s2[16], observed[64], ulp_max[32], ulp_all[32], ratio[32];
         fprintf(out, "<tr id=\"c%d/", index);
         eq_svg_escape(out, r->path);
         fprintf(out, "\" class=\"%s\" title=\"", r->as_expected ? "ok" : "fail");
         eq_svg_escape(out, r->diagnosis);
-        fprintf(out, "\"><td class=\"num\">%d</td><td>", r->layer);
+        fprintf(out, "\"><td class=\"verdict\">%s</td><td class=\"num\">%d</td><td>", eq_report_verdict_word(r),
+                r->layer);
         eq_svg_escape(out, r->name);
+        fprintf(out, "</td><td>");
+        eq_svg_escape(out, eq_report_observed_text(r, c->expect, observed, sizeof observed));
         fprintf(out, "</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">",
-                eq_report_format_value(r->m.max_abs, 6, max, sizeof max),
-                eq_report_format_value(r->m.mean_abs, 8, mean, sizeof mean));
+                eq_format_sig(r->m.max_abs, 3, max, sizeof max), eq_format_sig(r->m.mean_abs, 3, mean, sizeof mean));
         eq_svg_escape(out, eq_report_format_share(r->m.frac_above[1], s3, sizeof s3));
         fprintf(out, "</td><td class=\"num\">");
         eq_svg_escape(out, eq_report_format_share(r->m.frac_above[3], s2, sizeof s2));
-        fprintf(out, "</td><td class=\"verdict\">");
-        write_verdict(out, r);
-        fprintf(out, "</td></tr>\n");
+        if (r->m.n_mean_ratio == 0) snprintf(ratio, sizeof ratio, "-");
+        else eq_format_sig(r->m.mean_ratio, 4, ratio, sizeof ratio);
+        fprintf(out, "</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td></tr>\n",
+                eq_format_sig(r->m.ulp_at_max, 3, ulp_max, sizeof ulp_max),
+                eq_format_sig(r->m.max_ulp, 3, ulp_all, sizeof ulp_all), ratio);
     }
     fprintf(out, "</tbody>\n</table>\n");
 }
 
-/* The GEMM outputs rounding-error theory applies to (harness/rounding_bound.h). */
+/* The GEMM outputs rounding-error theory applies to (harness/rounding_bound.h), the reading first. */
 static void write_theory(FILE *out, const eq_comparison *c)
 {
     int rows = 0;
@@ -211,19 +241,28 @@ static void write_theory(FILE *out, const eq_comparison *c)
         if (!th->applies) continue;
         if (rows++ == 0)
             fprintf(out, "<h4>Rounding-error theory</h4>\n<p class=\"note\">GEMMs whose operands are bit-identical in "
-                         "both runs, against the bound on |d| that rounding allows for their split of K "
-                         "(deterministic: Higham's &gamma;<sub>n</sub>; typical: &radic;n u). Above 1 &times; the "
-                         "deterministic bound is not rounding.</p>\n<table>\n<thead><tr><th>Layer</th><th>Tensor</th>"
-                         "<th>K</th><th>split</th><th>Max Abs Diff</th><th>/ deterministic</th><th>/ typical</th>"
-                         "<th>reading</th></tr></thead>\n<tbody>\n");
-        char max[32];
-        fprintf(out, "<tr class=\"%s\"><td class=\"num\">%d</td><td>", th->det_ratio > 1.0 ? "fail" : "ok", r->layer);
+                         "both runs, against the bound rounding allows each element for the split of K: deterministic "
+                         "(Higham&#39;s &gamma;<sub>n</sub>: no summation order exceeds it) and the 99.9%% bound "
+                         "(Higham and Mary&#39;s probabilistic bound, &lambda; chosen so that it fails at an element "
+                         "with probability at most %g under their model of independent rounding errors). "
+                         "&ldquo;max |d|/det&rdquo; is the largest per-element ratio |d<sub>i</sub>| / "
+                         "bound<sub>i</sub>, not max |d| over the largest bound; above 1 it is not rounding.</p>\n"
+                         "<table>\n<thead><tr><th>reading</th><th>Layer</th><th>Tensor</th><th>K</th><th>split</th>"
+                         "<th>max |d|</th><th>max |d|/det</th><th>max |d|/99.9%%</th><th>largest det bound</th>"
+                         "<th>largest 99.9%% bound</th><th>&lambda;</th></tr></thead>\n<tbody>\n",
+                    th->prob_failure);
+        char max[32], det_ratio[32], prob_ratio[32], det[32], prob[32], lambda[32];
+        fprintf(out, "<tr class=\"%s\"><td class=\"verdict\">%s</td><td class=\"num\">%d</td><td>",
+                th->det_ratio > 1.0 ? "fail" : "ok", eq_theory_reading(th, r->m.max_abs), r->layer);
         eq_svg_escape(out, r->name);
         fprintf(out, "</td><td class=\"num\">%lld</td><td>%d &rarr; %d</td><td class=\"num\">%s</td>"
-                     "<td class=\"num\">%.3g</td><td class=\"num\">%.3g</td><td>%s</td></tr>\n",
+                     "<td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>"
+                     "<td class=\"num\">%s</td><td class=\"num\">%s</td></tr>\n",
                 (long long)th->terms, th->ref_partitions, th->test_partitions,
-                eq_report_format_value(r->m.max_abs, 6, max, sizeof max), th->det_ratio, th->prob_ratio,
-                eq_theory_reading(th, r->m.max_abs));
+                eq_format_sig(r->m.max_abs, 3, max, sizeof max), eq_format_sig(th->det_ratio, 3, det_ratio, sizeof det_ratio),
+                eq_format_sig(th->prob_ratio, 3, prob_ratio, sizeof prob_ratio),
+                eq_format_sig(th->det_bound_max, 3, det, sizeof det), eq_format_sig(th->prob_bound_max, 3, prob, sizeof prob),
+                eq_format_sig(th->prob_lambda, 3, lambda, sizeof lambda));
     }
     if (rows > 0) fprintf(out, "</tbody>\n</table>\n");
 }
@@ -238,16 +277,19 @@ static void write_truth(FILE *out, const eq_comparison *c)
         if (rows++ == 0)
             fprintf(out, "<h4>Against the fp64 truth</h4>\n<p class=\"note\">Each run against the fp64 dp1-tp1 run of "
                          "the same step: is the layout less accurate than the reference, or only rounded "
-                         "differently?</p>\n<table>\n<thead><tr><th>Layer</th><th>Tensor</th><th>ref max</th>"
-                         "<th>test max</th><th>ref rel</th><th>test rel</th><th>reading</th></tr></thead>\n<tbody>\n");
-        char ref_max[32], test_max[32], reading[64];
-        fprintf(out, "<tr><td class=\"num\">%d</td><td>", r->layer);
+                         "differently?</p>\n<table>\n<thead><tr><th>reading</th><th>Layer</th><th>Tensor</th>"
+                         "<th>ref max |d|</th><th>test max |d|</th><th>ref rel</th><th>test rel</th></tr></thead>\n"
+                         "<tbody>\n");
+        char ref_max[32], test_max[32], ref_rel[32], test_rel[32], reading[64];
+        fprintf(out, "<tr><td class=\"verdict\">%s</td><td class=\"num\">%d</td><td>",
+                eq_truth_reading(&r->truth, reading, sizeof reading), r->layer);
         eq_svg_escape(out, r->name);
-        fprintf(out, "</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%.3g</td>"
-                     "<td class=\"num\">%.3g</td><td>%s</td></tr>\n",
-                eq_report_format_value(r->truth.ref_max, 6, ref_max, sizeof ref_max),
-                eq_report_format_value(r->truth.test_max, 6, test_max, sizeof test_max), r->truth.ref_rel,
-                r->truth.test_rel, eq_truth_reading(&r->truth, reading, sizeof reading));
+        fprintf(out, "</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>"
+                     "<td class=\"num\">%s</td></tr>\n",
+                eq_format_sig(r->truth.ref_max, 3, ref_max, sizeof ref_max),
+                eq_format_sig(r->truth.test_max, 3, test_max, sizeof test_max),
+                eq_format_sig(r->truth.ref_rel, 3, ref_rel, sizeof ref_rel),
+                eq_format_sig(r->truth.test_rel, 3, test_rel, sizeof test_rel));
     }
     if (rows > 0) fprintf(out, "</tbody>\n</table>\n");
 }
@@ -283,9 +325,10 @@ static eq_status write_unexpected(FILE *out, const eq_comparison *c, int index)
         fprintf(out, "</code>%s (%s): %s, expected %s: <span class=\"diagnosis\">", linked ? "</a>" : "",
                 eq_role_name(r->role), eq_observed_name(r->observed), eq_expect_name(r->expect));
         eq_svg_escape(out, r->diagnosis);
-        fprintf(out, "</span>; max |d| %s at index %lld, %lld of %lld outside, %.3g &times; the tolerance</li>\n",
-                eq_report_format_value(r->m.max_abs, 6, max, sizeof max), (long long)r->m.argmax,
-                (long long)r->m.n_outside, (long long)r->m.count, r->m.max_tol_ratio);
+        char tol_ratio[32];
+        fprintf(out, "</span>; max |d| %s at index %lld, %lld of %lld outside, %s &times; the tolerance</li>\n",
+                eq_format_sig(r->m.max_abs, 3, max, sizeof max), (long long)r->m.argmax, (long long)r->m.n_outside,
+                (long long)r->m.count, eq_format_sig(r->m.max_tol_ratio, 3, tol_ratio, sizeof tol_ratio));
     }
     fprintf(out, "</ol>\n");
     free(sorted);
@@ -409,7 +452,8 @@ eq_status eq_report_html(FILE *out, const eq_comparison *cmps, int n)
     eq_svg_escape(out, version);
     fprintf(out, "</h1>\n<p class=\"summary %s\">", eq_report_unexpected(cmps, n) == 0 ? "status-pass" : "status-fail");
     eq_svg_escape(out, eq_report_summary(cmps, n, summary, sizeof summary));
-    fprintf(out, "</p>\n");
+    fprintf(out, "</p>\n<p class=\"note\"><a href=\"%s\">How to read this report</a>: every column, bound and "
+                 "mark defined (also in README.md).</p>\n", EQ_HOW_TO_READ_URL);
     for (int i = 0; i < n; i++) {
         if (written[i]) continue;
         int n_members = 0;
@@ -420,6 +464,7 @@ eq_status eq_report_html(FILE *out, const eq_comparison *cmps, int n)
             }
         EQ_TRY(write_case(out, cmps, members, n_members));
     }
+    eq_how_to_read_html(out);
     fprintf(out, "</body>\n</html>\n");
     if (fflush(out) != 0 || ferror(out)) st = EQ_FAIL(EQ_ERR_IO, "cannot write the HTML report");
 cleanup:

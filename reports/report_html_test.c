@@ -2,8 +2,9 @@
  * tensor) and in bf16, handed over fp32 first, and an all-bit-exact row_parallel case. The page
  * closes every element it opens, holds one plot per comparison and role (activations, and
  * gradients where there are any), puts bf16 left of fp32, marks the planted row as failing with
- * its diagnosis in the list, draws the tolerance, formats values as seed 002 does, and escapes
- * a tensor named "q&k<v>".
+ * its diagnosis in the list, puts the verdict first in every row, draws the tolerance in every
+ * plot (gradients included) and rings the failing point, prints numbers in significant digits,
+ * links to and writes the "How to read this report" glossary, and escapes a tensor named "q&k<v>".
  *
  * With a file name as argument it also writes the page there (for reports/render_check.sh). */
 #include <math.h>
@@ -163,27 +164,56 @@ static void test_page(const eq_comparison *cmps, int n, const char *save_as)
     span(text, "<tr id=\"c0/layers/03/out\"", "</tr>", row, sizeof row);
     EXPECT_HAS(row, "class=\"fail\"");
     if (planted != NULL) {
-        snprintf(want, sizeof want, "<td class=\"num\">3</td><td>out</td><td class=\"num\">%.6f</td><td class=\"num\">"
-                 "%.8f</td><td class=\"num\">%.2f%%</td><td class=\"num\">%.2f%%</td><td class=\"verdict\">OUTSIDE "
-                 "<strong>FAIL</strong> (expected within)</td></tr>", planted->m.max_abs, planted->m.mean_abs,
+        /* the verdict first; |d| in three significant digits */
+        snprintf(want, sizeof want, "<td class=\"verdict\">FAIL</td><td class=\"num\">3</td><td>out</td><td>OUTSIDE "
+                 "(expected within)</td><td class=\"num\">%.3g</td><td class=\"num\">%.3g</td><td class=\"num\">"
+                 "%.2f%%</td><td class=\"num\">%.2f%%</td>", planted->m.max_abs, planted->m.mean_abs,
                  100 * planted->m.frac_above[1], 100 * planted->m.frac_above[3]);
         EXPECT_HAS(row, want);
     }
     EXPECT_HAS(span(text, "<tr id=\"c2/layers/03/out\"", "</tr>", row, sizeof row), "class=\"ok\"");
-    EXPECT_HAS(row, "<td class=\"verdict\">within ok</td>");
+    EXPECT_HAS(row, "<td class=\"verdict\">pass</td>");
+    EXPECT_HAS(row, "<td>within</td>");
+    EQ_EXPECT(strstr(text, " ok</td>") == NULL, "a verdict reads 'ok' beside a state word");
     /* the list entry links to the row and names x8 */
     span(text, "<li><a href=\"#c0/layers/03/out\">", "</li>", row, sizeof row);
     EXPECT_HAS(row, "<code>layers/03/out</code></a> (activation): OUTSIDE, expected within: ");
     EXPECT_HAS(row, "<span class=\"diagnosis\">uniform scale x8");
-    /* the tolerances drawn, one line per plot */
-    EQ_EXPECT(count_of(text, ">atol 0.001</text>") == 3 && count_of(text, ">atol 0.15</text>") == 2, "atol lines");
-    /* escaping; fp32's 1e-7 drift prints as %.3e; q&k<v> has the smallest max and is left out */
+    /* the tolerances drawn in every plot, gradients included: bf16's flat 0.15 as one line in each of
+     * its two plots; fp32's 1e-3 + 1e-3 |ref| per tensor, in its three */
+    EQ_EXPECT(count_of(text, ">tolerance 0.15</text>") == 2, "%d bf16 tolerance lines, want 2",
+              count_of(text, ">tolerance 0.15</text>"));
+    EQ_EXPECT(count_of(text, "Grey dots: each tensor&#39;s tolerance at an element of its typical size, 0.001 + 0.001 "
+                             "rms(ref)") == 3, "fp32 plots without their tolerance");
+    const char *fp32_gradients = strstr(text, "fp32 gradients: |test - ref| by layer</title>");
+    EQ_EXPECT(fp32_gradients != NULL && strstr(fp32_gradients, "<g class=\"series tolerance\"") != NULL &&
+                  strstr(fp32_gradients, "<g class=\"series tolerance\"") < strstr(fp32_gradients, "</svg>"),
+              "the fp32 gradient plot has no tolerance line");
+    /* the failing point marked: one ring, on the planted out at layer 3, and the caption says so */
+    EQ_EXPECT(count_of(text, "<circle class=\"marked\"") == 1, "%d marked points, want 1",
+              count_of(text, "<circle class=\"marked\""));
+    EXPECT_HAS(text, "<title>out max, layer 3: ");
+    const char *mark = strstr(text, "<circle class=\"marked\"");
+    EQ_EXPECT(mark != NULL && strstr(mark, "</title>") != NULL &&
+                  strncmp(strstr(mark, "<title>"), "<title>out max, layer 3: ", 25) == 0,
+              "the ring is not on out at layer 3");
+    EXPECT_HAS(text, "Red rings: 1 point of results not as expected.");
+    /* escaping; fp32's 1e-7 drift keeps three significant digits; q&k<v> has the smallest max and is left out */
     EXPECT_HAS(text, "<td>q&amp;k&lt;v&gt;</td>");
     EQ_EXPECT(strstr(text, "q&k<v>") == NULL, "tensor name not escaped");
     EXPECT_HAS(span(text, "<tr id=\"c0/layers/02/q&amp;k&lt;v&gt;\"", "</tr>", row, sizeof row), "e-07</td>");
     EXPECT_HAS(text, "Showing the 4 of 5 tensors with the largest max |d|; left out: <code>q&amp;k&lt;v&gt;</code>.");
     EXPECT_HAS(text, "At the axis floor"); /* ln1_out is bit-exact at layer 0 */
-    EXPECT_HAS(text, "<th>Max Abs Diff</th><th>Mean Abs Diff</th><th>%&gt;1e-3</th><th>%&gt;1e-2</th>");
+    EXPECT_HAS(text, "<thead><tr><th>verdict</th><th>Layer</th><th>Tensor</th><th>observed</th><th>max |d|</th>"
+                     "<th>mean |d|</th><th>%&gt;1e-3</th><th>%&gt;1e-2</th>");
+    /* the glossary: linked from the top, written at the end */
+    const char *link = strstr(text, "<a href=\"#how-to-read\">How to read this report</a>");
+    const char *glossary = strstr(text, "<section id=\"how-to-read\">");
+    EQ_EXPECT(link != NULL && glossary != NULL && link < strstr(text, "<svg") && glossary > strstr(text, "</table>"),
+              "no link to the glossary at the top, or no glossary at the end");
+    EQ_EXPECT(glossary != NULL && strstr(glossary, "<dt>max ULP</dt>") && strstr(glossary, "<dt>99.9% bound</dt>") &&
+                  strstr(glossary, "<dt>mean(dist/ref)</dt>"),
+              "the glossary lacks a column");
     EXPECT_HAS(text, "<h4>Gradients</h4>");
     EXPECT_HAS(text, "Parameters: 1 of 1 bit-identical after gathering. Inputs: 1 of 1 bit-identical.");
     EXPECT_HAS(text, "<p class=\"note\">All 2 tensors as expected.</p>");
@@ -214,7 +244,9 @@ int main(int argc, char **argv)
     build_row_parallel(&relative, &rms_tol);
     text = render(&relative, 1);
     if (text != NULL) {
-        EXPECT_HAS(text, "atol is 0.05 &times; rms(ref) per tensor, so no single line is drawn.");
+        EXPECT_HAS(text, "Grey dots: each tensor&#39;s tolerance at an element of its typical size, 0.05 rms(ref) + 0 "
+                         "rms(ref)");
+        EQ_EXPECT(strstr(text, "<g class=\"series tolerance\"") != NULL, "no tolerance line for a relative atol");
         EQ_EXPECT(strstr(text, "class=\"ref\"") == NULL, "a reference line for a relative atol");
     }
     free(text);
@@ -225,16 +257,17 @@ int main(int argc, char **argv)
     own_grads.grad_tol = rms_tol;
     text = render(&own_grads, 1);
     if (text != NULL) {
-        EQ_EXPECT(count_of(text, ">atol 0.15</text>") == 1, "%d atol 0.15 lines, want 1 (activations only)",
-                  count_of(text, ">atol 0.15</text>"));
+        EQ_EXPECT(count_of(text, ">tolerance 0.15</text>") == 1, "%d tolerance 0.15 lines, want 1 (activations only)",
+                  count_of(text, ">tolerance 0.15</text>"));
         const char *grads = strstr(text, "bf16 gradients: |test - ref| by layer</title>");
-        EQ_EXPECT(grads != NULL && strstr(grads, "atol is 0.05 &times; rms(ref) per tensor") != NULL,
+        EQ_EXPECT(grads != NULL && strstr(grads, "0.05 rms(ref) + 0 rms(ref)") != NULL,
                   "the gradient plot's caption does not name the gradient tolerance");
     }
     free(text);
     eq_comparison_free(&own_grads);
     text = render(NULL, 0);
-    if (text != NULL) EXPECT_HAS(text, "equiv: 0 comparisons, 0 tensors, all as expected</p>\n</body>\n</html>\n");
+    if (text != NULL) EXPECT_HAS(text, "equiv: 0 comparisons, 0 tensors, all as expected</p>\n");
+    if (text != NULL) EXPECT_HAS(text, "</section>\n</body>\n</html>\n");
     free(text);
     for (int i = 0; i < 3; i++) eq_comparison_free(&cmps[i]);
     return eq_test_finish("report_html_test");

@@ -1,13 +1,16 @@
 /* Markdown report: the per-layer tables of seed 002 (sections 2.2, 3, 4), per comparison one for
- * each of activations, gradients and losses it holds, for a pull-request comment. ASCII only; the
- * verdict column reads "within ok" when a tensor shows what the case expects and
- * "OUTSIDE **FAIL** (expected within)" when it does not. */
+ * each of activations, gradients and losses it holds, for a pull-request comment. ASCII only. The
+ * verdict comes first in every table ("pass" or "**FAIL**"), then what was observed in one word
+ * (bit-exact, within, OUTSIDE, NON-FINITE) with the expectation beside it where it is not the
+ * comparison's own or the row fails; numbers are in significant digits (reports/number_format.h).
+ * README.md's "How to read this report" defines every column. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/rounding_bound.h"
 #include "harness/truth.h"
+#include "reports/number_format.h"
 #include "reports/report.h"
 
 const char *eq_report_format_value(double v, int decimals, char *buf, size_t len)
@@ -37,13 +40,21 @@ static const char *format_layer(int layer, char *buf, size_t len)
     return buf;
 }
 
-static const char *format_verdict(const eq_tensor_result *r, char *buf, size_t len)
+const char *eq_report_verdict_word(const eq_tensor_result *r) { return r->as_expected ? "pass" : "FAIL"; }
+
+/* "OUTSIDE", "OUTSIDE (expected differs)" where the tensor's expectation is not the comparison's,
+ * "OUTSIDE (expected within)" on a failing row. */
+const char *eq_report_observed_text(const eq_tensor_result *r, eq_expect comparison_expect, char *buf, size_t len)
 {
-    if (r->as_expected)
-        snprintf(buf, len, "%s ok", eq_observed_name(r->observed));
-    else
-        snprintf(buf, len, "%s **FAIL** (expected %s)", eq_observed_name(r->observed), eq_expect_name(r->expect));
+    if (!r->as_expected || r->expect != comparison_expect)
+        snprintf(buf, len, "%s (expected %s)", eq_observed_name(r->observed), eq_expect_name(r->expect));
+    else snprintf(buf, len, "%s", eq_observed_name(r->observed));
     return buf;
+}
+
+static const char *format_verdict(const eq_tensor_result *r)
+{
+    return r->as_expected ? "pass" : "**FAIL**";
 }
 
 /* "2 parameters bit-identical after gathering, 1 input bit-identical" (or how many are not). */
@@ -92,25 +103,36 @@ static const struct {
 
 static void write_table_header(FILE *out)
 {
-    /* seed 002 section 2.2's columns; the 5e-3 share is in the JSON. */
-    fprintf(out, "| Layer | Tensor | Max | Mean | Median | %%>1e-4 | %%>1e-3 | %%>1e-2 | max ULP | ULP@max | "
-                 "mean(dist/ref) | worst rel | verdict |\n");
-    fprintf(out, "|------:|--------|----:|-----:|-------:|-------:|-------:|-------:|--------:|--------:|"
-                 "--------------:|----------:|---------|\n");
+    /* seed 002 section 2.2's columns after the verdict; the 5e-3 share is in the JSON. */
+    fprintf(out, "| verdict | Layer | Tensor | observed | max \\|d\\| | mean \\|d\\| | median \\|d\\| | %%>1e-4 | %%>1e-3 | "
+                 "%%>1e-2 | ULP@max | max ULP | mean(dist/ref) | worst rel |\n");
+    fprintf(out, "|---------|------:|--------|----------|--------:|---------:|-----------:|-------:|-------:|-------:|"
+                 "--------:|--------:|---------------:|----------:|\n");
 }
 
-static void write_row(FILE *out, const eq_tensor_result *r)
+/* mean(dist/ref) where some element's reference is at least the tensor's rms, else "-". */
+static const char *format_mean_ratio(const eq_metrics *m, char *buf, size_t len)
 {
-    char max[32], mean[32], median[32], s4[16], s3[16], s2[16], verdict[96], layer[16];
-    fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %.4g | %.4g | %.6f | %.2g | %s |\n",
+    if (m->n_mean_ratio == 0) snprintf(buf, len, "-");
+    else eq_format_sig(m->mean_ratio, 4, buf, len);
+    return buf;
+}
+
+static void write_row(FILE *out, const eq_tensor_result *r, eq_expect comparison_expect)
+{
+    char max[32], mean[32], median[32], s4[16], s3[16], s2[16], observed[64], layer[16], ulp_max[32], ulp_all[32],
+        ratio[32], rel[32];
+    fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", format_verdict(r),
             format_layer(r->layer, layer, sizeof layer), r->name,
-            eq_report_format_value(r->m.max_abs, 6, max, sizeof max),
-            eq_report_format_value(r->m.mean_abs, 8, mean, sizeof mean),
-            eq_report_format_value(r->m.median_abs, 8, median, sizeof median),
+            eq_report_observed_text(r, comparison_expect, observed, sizeof observed),
+            eq_format_sig(r->m.max_abs, 3, max, sizeof max), eq_format_sig(r->m.mean_abs, 3, mean, sizeof mean),
+            eq_format_sig(r->m.median_abs, 3, median, sizeof median),
             eq_report_format_share(r->m.frac_above[0], s4, sizeof s4),
             eq_report_format_share(r->m.frac_above[1], s3, sizeof s3),
-            eq_report_format_share(r->m.frac_above[3], s2, sizeof s2), r->m.max_ulp, r->m.ulp_at_max,
-            r->m.mean_ratio, r->m.worst_rel, format_verdict(r, verdict, sizeof verdict));
+            eq_report_format_share(r->m.frac_above[3], s2, sizeof s2),
+            eq_format_sig(r->m.ulp_at_max, 3, ulp_max, sizeof ulp_max),
+            eq_format_sig(r->m.max_ulp, 3, ulp_all, sizeof ulp_all), format_mean_ratio(&r->m, ratio, sizeof ratio),
+            eq_format_sig(r->m.worst_rel, 2, rel, sizeof rel));
 }
 
 static void write_tables(FILE *out, const eq_comparison *c)
@@ -125,14 +147,14 @@ static void write_tables(FILE *out, const eq_comparison *c)
                 fprintf(out, "#### %s\n\n", table_sections[s].heading);
                 write_table_header(out);
             }
-            write_row(out, r);
+            write_row(out, r, c->expect);
         }
         if (rows > 0) fprintf(out, "\n");
         tables += rows > 0;
     }
     if (tables == 0) {
         write_table_header(out);
-        fprintf(out, "| - | (no activations, gradients or losses captured) | | | | | | | | | |\n\n");
+        fprintf(out, "| - | - | (no activations, gradients or losses captured) | | | | | | | | | | | |\n\n");
     }
 }
 
@@ -146,22 +168,28 @@ static void write_theory(FILE *out, const eq_comparison *c)
         if (!th->applies) continue;
         if (rows++ == 0) {
             fprintf(out, "#### Rounding-error theory\n\n");
-            fprintf(out, "The GEMMs whose operands are bit-identical in both runs, against the bound on |d| that "
-                         "rounding allows for their split of K (deterministic: Higham's gamma_n; typical: sqrt(n) u). "
-                         "|d|/bound above 1 for the deterministic bound is not rounding.\n\n");
-            fprintf(out, "| Layer | Tensor | K | split ref -> test | Max | det bound | Max/det | typical bound | "
-                         "Max/typical | reading |\n");
-            fprintf(out, "|------:|--------|--:|------------------|----:|----------:|--------:|--------------:|"
-                         "------------:|---------|\n");
+            fprintf(out, "The GEMMs whose operands are bit-identical in both runs, against the bound on |d| that rounding "
+                         "allows each element for the split of K: deterministic (Higham's gamma_n: no summation order "
+                         "exceeds it) and the 99.9%% bound (Higham and Mary's probabilistic bound, lambda chosen so that "
+                         "it fails at an element with probability at most %g under their model of independent rounding "
+                         "errors). `max |d|/det` is the largest of the per-element ratios |d_i| / det bound_i, not "
+                         "max |d| over the largest bound; above 1 it is not rounding.\n\n",
+                    th->prob_failure);
+            fprintf(out, "| reading | Layer | Tensor | K | split ref -> test | max \\|d\\| | max \\|d\\|/det | "
+                         "max \\|d\\|/99.9%% | largest det bound | largest 99.9%% bound | lambda |\n");
+            fprintf(out, "|---------|------:|--------|--:|------------------|--------:|-------------:|"
+                         "---------------:|------------------:|--------------------:|-------:|\n");
         }
-        char max[32], layer[16];
+        char max[32], layer[16], det_ratio[32], prob_ratio[32], det[32], prob[32], lambda[32];
         const char *reading = eq_theory_reading(th, r->m.max_abs);
         const char *bold = th->det_ratio > 1.0 ? "**" : "";
-        fprintf(out, "| %s | %s | %lld | %d -> %d | %s | %.3g | %.3g | %.3g | %.3g | %s%s%s |\n",
-                format_layer(r->layer, layer, sizeof layer), r->name,
-                (long long)th->terms, th->ref_partitions, th->test_partitions,
-                eq_report_format_value(r->m.max_abs, 6, max, sizeof max), th->det_bound_max, th->det_ratio,
-                th->prob_bound_max, th->prob_ratio, bold, reading, bold);
+        fprintf(out, "| %s%s%s | %s | %s | %lld | %d -> %d | %s | %s | %s | %s | %s | %s |\n", bold, reading, bold,
+                format_layer(r->layer, layer, sizeof layer), r->name, (long long)th->terms, th->ref_partitions,
+                th->test_partitions, eq_format_sig(r->m.max_abs, 3, max, sizeof max),
+                eq_format_sig(th->det_ratio, 3, det_ratio, sizeof det_ratio),
+                eq_format_sig(th->prob_ratio, 3, prob_ratio, sizeof prob_ratio),
+                eq_format_sig(th->det_bound_max, 3, det, sizeof det), eq_format_sig(th->prob_bound_max, 3, prob, sizeof prob),
+                eq_format_sig(th->prob_lambda, 3, lambda, sizeof lambda));
     }
     if (rows > 0) fprintf(out, "\n");
     /* A user's run: say where no bound was computed, rather than leave it to be guessed. */
@@ -182,14 +210,16 @@ static void write_truth(FILE *out, const eq_comparison *c)
             fprintf(out, "#### Against the fp64 truth\n\n");
             fprintf(out, "Each run against the fp64 dp1-tp1 run of the same step: is the layout less accurate than the "
                          "reference, or only rounded differently?\n\n");
-            fprintf(out, "| Layer | Tensor | ref max | test max | ref rel | test rel | reading |\n");
-            fprintf(out, "|------:|--------|--------:|---------:|--------:|---------:|---------|\n");
+            fprintf(out, "| reading | Layer | Tensor | ref max \\|d\\| | test max \\|d\\| | ref rel | test rel |\n");
+            fprintf(out, "|---------|------:|--------|--------------:|---------------:|--------:|---------:|\n");
         }
-        char ref_max[32], test_max[32], reading[64], layer[16];
-        fprintf(out, "| %s | %s | %s | %s | %.3g | %.3g | %s |\n", format_layer(r->layer, layer, sizeof layer), r->name,
-                eq_report_format_value(r->truth.ref_max, 6, ref_max, sizeof ref_max),
-                eq_report_format_value(r->truth.test_max, 6, test_max, sizeof test_max), r->truth.ref_rel,
-                r->truth.test_rel, eq_truth_reading(&r->truth, reading, sizeof reading));
+        char ref_max[32], test_max[32], ref_rel[32], test_rel[32], reading[64], layer[16];
+        fprintf(out, "| %s | %s | %s | %s | %s | %s | %s |\n", eq_truth_reading(&r->truth, reading, sizeof reading),
+                format_layer(r->layer, layer, sizeof layer), r->name,
+                eq_format_sig(r->truth.ref_max, 3, ref_max, sizeof ref_max),
+                eq_format_sig(r->truth.test_max, 3, test_max, sizeof test_max),
+                eq_format_sig(r->truth.ref_rel, 3, ref_rel, sizeof ref_rel),
+                eq_format_sig(r->truth.test_rel, 3, test_rel, sizeof test_rel));
     }
     if (rows > 0) fprintf(out, "\n");
 }
@@ -217,13 +247,13 @@ static eq_status write_unexpected(FILE *out, const eq_comparison *c)
     fprintf(out, "Not as expected, worst first (%d of %d tensors):\n\n", n, c->count);
     for (int i = 0; i < n; i++) {
         const eq_tensor_result *r = sorted[i];
-        char max[32];
+        char max[32], ratio[32], tol_ratio[32], rel[32];
         fprintf(out, "- `%s` (%s): %s, expected %s: %s; max |d| %s at index %lld, %lld of %lld outside, "
-                     "%.3g x the tolerance; mean(dist/ref)=%.6f, worst rel err %.2g\n",
+                     "%s x the tolerance; mean(dist/ref)=%s, worst rel err %s\n",
                 r->path, eq_role_name(r->role), eq_observed_name(r->observed), eq_expect_name(r->expect),
-                r->diagnosis, eq_report_format_value(r->m.max_abs, 6, max, sizeof max), (long long)r->m.argmax,
-                (long long)r->m.n_outside, (long long)r->m.count, r->m.max_tol_ratio, r->m.mean_ratio,
-                r->m.worst_rel);
+                r->diagnosis, eq_format_sig(r->m.max_abs, 3, max, sizeof max), (long long)r->m.argmax,
+                (long long)r->m.n_outside, (long long)r->m.count, eq_format_sig(r->m.max_tol_ratio, 3, tol_ratio, sizeof tol_ratio),
+                format_mean_ratio(&r->m, ratio, sizeof ratio), eq_format_sig(r->m.worst_rel, 2, rel, sizeof rel));
     }
     fprintf(out, "\n");
     free(sorted);
@@ -285,6 +315,8 @@ eq_status eq_report_markdown(FILE *out, const eq_comparison *cmps, int n)
     char summary[512];
     const char *version = n > 0 ? cmps[0].ref_meta.version : "";
     fprintf(out, "## equiv report%s%s\n\n", version[0] ? " " : "", version);
+    fprintf(out, "How to read this report: README.md, section \"How to read this report\" (every column and bound "
+                 "defined).\n\n");
     for (int i = 0; i < n; i++) EQ_TRY(write_comparison(out, &cmps[i]));
     fprintf(out, "%s\n", eq_report_summary(cmps, n, summary, sizeof summary));
     if (fflush(out) != 0 || ferror(out)) st = EQ_FAIL(EQ_ERR_IO, "cannot write the Markdown report");

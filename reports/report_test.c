@@ -130,31 +130,38 @@ static void test_markdown(const eq_comparison *cmps, int n)
     EXPECT_HAS(text, "`fp32_1_layer`");
     EXPECT_HAS(text, "seed 002 section 7");
     EXPECT_HAS(text, "1 parameter bit-identical after gathering, 1 input bit-identical");
-    const char *header =
-        "| Layer | Tensor | Max | Mean | Median | %>1e-4 | %>1e-3 | %>1e-2 | max ULP | ULP@max | mean(dist/ref) | "
-        "worst rel | verdict |\n";
+    const char *header = "| verdict | Layer | Tensor | observed | max \\|d\\| | mean \\|d\\| | median \\|d\\| | %>1e-4 | "
+                         "%>1e-3 | %>1e-2 | ULP@max | max ULP | mean(dist/ref) | worst rel |\n";
+    EXPECT_HAS(text, "How to read this report: README.md");
     /* one table per role present: activations, gradients, losses; then the second's activations */
     EQ_EXPECT(count_lines(text, header) == 4, "header row appears %d times, want 4", count_lines(text, header));
     EQ_EXPECT(count_lines(text, "#### Activations") == 2 && count_lines(text, "#### Gradients") == 1 &&
                   count_lines(text, "#### Losses") == 1, "section headings");
     const char *grads = strstr(text, "#### Gradients\n\n"), *losses = strstr(text, "#### Losses\n\n");
-    const char *h_row = strstr(text, "| 0 | h |"), *grad_row = strstr(text, "| 1 | out_grad |");
-    const char *loss_row = strstr(text, "| 1 | loss |");
+    const char *h_row = strstr(text, "| pass | 0 | h |"), *grad_row = strstr(text, "| pass | 1 | out_grad |");
+    const char *loss_row = strstr(text, "| pass | 1 | loss |");
     EQ_EXPECT(grads != NULL && losses != NULL && h_row != NULL && grad_row != NULL && loss_row != NULL &&
                   h_row < grads && grads < grad_row && grad_row < losses && losses < loss_row,
               "rows under the wrong section");
     EQ_EXPECT(grads != NULL && strncmp(grads + strlen("#### Gradients\n\n"), header, strlen(header)) == 0,
               "the gradients heading is not followed by the table header");
-    /* one row per activation, gradient and loss; none for the input and the parameter */
-    EQ_EXPECT(count_lines(text, "| 0 | h |") == 1 && count_lines(text, "| 1 | out |") == 1, "activation rows");
-    EQ_EXPECT(count_lines(text, "| 1 | out_grad |") == 1 && count_lines(text, "| 1 | loss |") == 1, "grad, loss");
-    EQ_EXPECT(count_lines(text, "| 0 | x |") == 0 && count_lines(text, "| 0 | w |") == 0, "input or param row");
-    EQ_EXPECT(count_lines(text, "| 0 | y |") == 1, "second comparison's row");
-    EXPECT_HAS(find_line(text, "| 1 | out |", line, sizeof line), "OUTSIDE **FAIL** (expected within) |");
-    EXPECT_HAS(find_line(text, "| 0 | h |", line, sizeof line), "| within ok |");
-    EXPECT_HAS(find_line(text, "| 0 | attn |", line, sizeof line), "OUTSIDE **FAIL** (expected within) |");
-    EXPECT_HAS(find_line(text, "| 1 | loss |", line, sizeof line), "| 0.000000 | 0.00000000 | 0.00000000 |");
-    EXPECT_HAS(find_line(text, "| 0 | h |", line, sizeof line), "e-07 |"); /* max |d| < 1e-6: %.3e */
+    /* one row per activation, gradient and loss; none for the input and the parameter; the verdict
+     * is the first column: the failing rows start with it */
+    EQ_EXPECT(count_lines(text, "| pass | 0 | h |") == 1 && count_lines(text, "| **FAIL** | 1 | out |") == 1,
+              "activation rows, verdict first");
+    EQ_EXPECT(count_lines(text, "| **FAIL** | 0 | attn |") == 1, "the 2%% row's verdict is not first");
+    EQ_EXPECT(count_lines(text, "| pass | 1 | out_grad |") == 1 && count_lines(text, "| pass | 1 | loss |") == 1,
+              "grad, loss");
+    EQ_EXPECT(strstr(text, "| 0 | x |") == NULL && strstr(text, "| 0 | w |") == NULL, "input or param row");
+    EQ_EXPECT(count_lines(text, "| pass | 0 | y |") == 1, "second comparison's row");
+    /* one word per state: the observation, and the expectation only where the row fails */
+    EXPECT_HAS(find_line(text, "| **FAIL** | 1 | out |", line, sizeof line), "| OUTSIDE (expected within) |");
+    EXPECT_HAS(find_line(text, "| pass | 0 | h |", line, sizeof line), "| within |");
+    EQ_EXPECT(strstr(text, " ok |") == NULL, "a verdict reads 'ok' beside a state word");
+    /* significant digits: zeros are "0", a max |d| below 1e-6 keeps its digits (not 0.000000) */
+    EXPECT_HAS(find_line(text, "| pass | 1 | loss |", line, sizeof line), "| 0 | 0 | 0 |");
+    EXPECT_HAS(find_line(text, "| pass | 0 | h |", line, sizeof line), "e-07 |");
+    EQ_EXPECT(strstr(text, "0.000000") == NULL, "a fixed-decimal number: %s", strstr(text, "0.000000"));
     EXPECT_HAS(find_line(text, "- `layers/01/out`", line, sizeof line), "uniform scale x8 (ls 8.000000");
     /* worst first: the x8 tensor before the 2% one, although it comes later in capture order */
     const char *x8_item = strstr(text, "- `layers/01/out`"), *attn_item = strstr(text, "- `layers/00/attn`");
