@@ -60,6 +60,7 @@ eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected)
     }
     *n_unexpected = eq_matrix_unexpected_cells(&m);
 cleanup:
+    eq_progress_free(&progress);
     eq_out_discard(&out);
     eq_matrix_free(&m);
     return st;
@@ -96,6 +97,7 @@ eq_status eq_cmd_golden(const eq_cli *cli, int *n_unexpected)
     if (total > 0) printf("golden: %d tensors outside; golden/README.md says when `equiv golden --update` is right\n", total);
     *n_unexpected = total;
 cleanup:
+    eq_progress_free(&progress);
     eq_matrix_free(&m);
     return st;
 }

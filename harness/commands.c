@@ -260,6 +260,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     if (root) EQ_TRY(eq_out_open(&out, cli->out_dir));
     /* Progress (rank 0 only): this process's runs, each of about the same work: under a world its
      * part of the layout per dtype, then the fp64 truth, the references and the layouts' runs. */
+    eq_progress_free(&progress);
     eq_progress_init(&progress, stderr, root ? eq_progress_mode_for(stderr, cli->verbose) : EQ_PROGRESS_OFF, NULL, NULL);
     eq_progress_plan(&progress, (have_world ? n_dtypes : 0) + (cli->truth ? 1 : 0) +
                                     n_dtypes * (1 + (have_world ? 0 : n_layouts)));
@@ -324,7 +325,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     }
     if (have_world) EQ_TRY(eq_world_share_int(&world, n_unexpected)); /* rank 0's verdict everywhere */
 cleanup:
-    eq_progress_clear(&progress); /* before main's error line */
+    eq_progress_free(&progress); /* the line wiped before main's error line */
     eq_out_discard(&out); /* a failure leaves nothing in --out */
     if (have_world) st = eq_world_finish(&world, st); /* one outcome on every rank, printed once */
     for (int i = 0; i < n_cmps; i++) eq_comparison_free(&cmps[i]);

@@ -1,5 +1,6 @@
 #include "harness/progress.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,9 @@
 #define PREFIX "equiv progress: " /* LINES; a terminal's line goes without it */
 #define DEFAULT_DELAY_S 2.0
 #define CHANGE_GAP_S 1.0 /* LINES: a phase change waits this long after the last line */
+#define TICK_S 0.25      /* the ticker's pace */
+
+static void maybe_write(eq_progress *p);
 
 static double monotonic_seconds(void *ctx)
 {
@@ -34,6 +38,25 @@ static int terminal_width(FILE *out)
     return n >= 20 ? n : 80;
 }
 
+/* The ticker: every TICK_S, what maybe_write allows (a redraw, or the interval's line), unless
+ * cleared; ends when asked. */
+static void *tick(void *arg)
+{
+    eq_progress *p = arg;
+    pthread_mutex_lock(&p->lock);
+    while (!p->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until); /* pthread_cond_timedwait's clock */
+        until.tv_nsec += (long)(TICK_S * 1e9);
+        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+        int rc = 0;
+        while (!p->stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&p->wake, &p->lock, &until);
+        if (!p->stop && !p->held) maybe_write(p);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
 void eq_progress_init(eq_progress *p, FILE *out, eq_progress_mode mode, eq_progress_clock clock, void *clock_ctx)
 {
     memset(p, 0, sizeof *p);
@@ -51,11 +74,32 @@ void eq_progress_init(eq_progress *p, FILE *out, eq_progress_mode mode, eq_progr
     p->width = mode == EQ_PROGRESS_TTY ? terminal_width(out) : 0;
     p->start = p->clock(p->clock_ctx);
     p->last_output = -1.0;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    if (clock == NULL && p->mode != EQ_PROGRESS_OFF)
+        p->ticking = pthread_create(&p->ticker, NULL, tick, p) == 0; /* no thread: progress at the calls */
+}
+
+void eq_progress_free(eq_progress *p)
+{
+    if (p == NULL) return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_cond_signal(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    if (p->ticking) pthread_join(p->ticker, NULL);
+    p->ticking = 0;
+    eq_progress_clear(p);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->lock);
 }
 
 void eq_progress_plan(eq_progress *p, int n_runs)
 {
-    if (p != NULL) p->n_runs = n_runs > 0 ? n_runs : 0;
+    if (p == NULL) return;
+    pthread_mutex_lock(&p->lock);
+    p->n_runs = n_runs > 0 ? n_runs : 0;
+    pthread_mutex_unlock(&p->lock);
 }
 
 void eq_progress_duration(double seconds, char *buf, size_t n)
@@ -66,10 +110,18 @@ void eq_progress_duration(double seconds, char *buf, size_t n)
     else snprintf(buf, n, "%ld h %02ld min", s / 3600, s / 60 % 60);
 }
 
-/* The fraction of the command done: finished runs plus the current run's declared units. */
-static double fraction_done(const eq_progress *p)
+/* The fraction of the command done at `now`: finished runs plus the current run's declared units,
+ * or, where it declared none, its time so far over the finished runs' mean; negative when that
+ * run has outlasted the mean (no estimate then). */
+static double fraction_done(const eq_progress *p, double now)
 {
-    double in_run = p->work_total > 0.0 ? p->work_done / p->work_total : 0.0;
+    double in_run = 0.0;
+    if (p->work_total > 0.0) {
+        in_run = p->work_done / p->work_total;
+    } else if (p->run >= 2 && p->run_start > p->start) {
+        in_run = (now - p->run_start) / ((p->run_start - p->start) / (double)(p->run - 1));
+        if (in_run >= 1.0) return -1.0;
+    }
     if (in_run > 1.0) in_run = 1.0;
     if (in_run < 0.0) in_run = 0.0;
     if (p->n_runs <= 0) return in_run;
@@ -109,7 +161,7 @@ static void format_parts(const eq_progress *p, double now, char *what, size_t n_
     const double t = now - p->start;
     eq_progress_duration(t, elapsed, sizeof elapsed);
     append(when, n_when, &len, ", %s", elapsed);
-    const double f = fraction_done(p);
+    const double f = fraction_done(p, now);
     if (f >= 0.005 && t > 0.0) {
         eq_progress_duration(t * (1.0 - f) / f, left, sizeof left);
         append(when, n_when, &len, ", about %s left", left);
@@ -129,9 +181,10 @@ static void spaces(FILE *out, int n)
     for (int i = 0; i < n; i++) fputc(' ', out);
 }
 
-void eq_progress_clear(eq_progress *p)
+/* Wipes a drawn line; the caller holds the lock. */
+static void wipe(eq_progress *p)
 {
-    if (p == NULL || p->mode != EQ_PROGRESS_TTY || p->drawn == 0) return;
+    if (p->mode != EQ_PROGRESS_TTY || p->drawn == 0) return;
     fputc('\r', p->out);
     spaces(p->out, p->drawn);
     fputc('\r', p->out);
@@ -139,10 +192,19 @@ void eq_progress_clear(eq_progress *p)
     p->drawn = 0;
 }
 
-/* Writes the status line if the mode, the delay and the pace allow it now. */
+void eq_progress_clear(eq_progress *p)
+{
+    if (p == NULL) return;
+    pthread_mutex_lock(&p->lock);
+    wipe(p);
+    p->held = 1;
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Writes the status line if the mode, the delay and the pace allow it now; the caller holds the lock. */
 static void maybe_write(eq_progress *p)
 {
-    if (p == NULL || p->mode == EQ_PROGRESS_OFF) return;
+    if (p->mode == EQ_PROGRESS_OFF) return;
     const double now = p->clock(p->clock_ctx);
     if (now - p->start < p->delay) return;
     char key[sizeof p->last_key];
@@ -173,35 +235,45 @@ static void maybe_write(eq_progress *p)
 void eq_progress_run(eq_progress *p, const char *name)
 {
     if (p == NULL) return;
+    pthread_mutex_lock(&p->lock);
+    p->held = 0;
     p->run++;
+    p->run_start = p->clock(p->clock_ctx);
     snprintf(p->run_name, sizeof p->run_name, "%s", name);
     p->work_total = p->work_done = 0.0;
     p->phase[0] = '\0';
     p->item = p->n_items = 0;
     maybe_write(p);
+    pthread_mutex_unlock(&p->lock);
 }
 
 void eq_progress_work(eq_progress *p, double total_units)
 {
     if (p == NULL) return;
+    pthread_mutex_lock(&p->lock);
     p->work_total = total_units > 0.0 ? total_units : 0.0;
     p->work_done = 0.0;
+    pthread_mutex_unlock(&p->lock);
 }
 
 void eq_progress_phase(eq_progress *p, const char *phase, int item, int n_items, double work_done)
 {
     if (p == NULL) return;
+    pthread_mutex_lock(&p->lock);
+    p->held = 0;
     snprintf(p->phase, sizeof p->phase, "%s", phase);
     p->item = item;
     p->n_items = n_items;
     if (work_done >= 0.0) p->work_done = work_done;
     maybe_write(p);
+    pthread_mutex_unlock(&p->lock);
 }
 
 void eq_progress_note(eq_progress *p, const char *fmt, ...)
 {
     if (p == NULL || p->mode == EQ_PROGRESS_OFF) return;
-    eq_progress_clear(p);
+    pthread_mutex_lock(&p->lock);
+    wipe(p);
     va_list ap;
     va_start(ap, fmt);
     vfprintf(p->out, fmt, ap);
@@ -209,4 +281,5 @@ void eq_progress_note(eq_progress *p, const char *fmt, ...)
     fputc('\n', p->out);
     fflush(p->out);
     p->last_key[0] = '\0'; /* the status line is drawn again at the next phase */
+    pthread_mutex_unlock(&p->lock);
 }

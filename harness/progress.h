@@ -10,16 +10,24 @@
  * `delay` seconds have passed since eq_progress_init (EQUIV_PROGRESS_AFTER_S, default 2), so that
  * short runs stay quiet.
  *
- * The estimate: the command's work is `n_runs` runs of equal cost; a run that declares its work
- * (eq_progress_work) reports the units done with each phase, so the fraction done is
- * (finished runs + units done / units) / n_runs, and the time left elapsed x (1 - f) / f.
+ * The estimate: the command's work is `n_runs` runs of equal cost (a run's comparison counted in
+ * it); a run that declares its work (eq_progress_work) reports the units done with each phase, so
+ * the fraction done is f = (finished runs + units done / units) / n_runs, and the time left
+ * elapsed x (1 - f) / f. A run that declares none counts its time over the finished runs' mean
+ * instead, and shows no estimate once it has run longer than that mean.
+ *
+ * On the real clock, a ticker thread redraws the line (a quarter of a second) or writes the
+ * interval's line while a phase runs long (one GEMM of the docs size): the elapsed time and the
+ * estimate move even when the model does not call. Every function holds the struct's lock.
  *
  * Every function takes NULL as "no progress": models call eq_progress_phase(step->progress, ...)
  * whether or not anyone listens. eq_progress_clear must be called before anything is printed on
- * standard output or as an error line, so that the two never share a line. */
+ * standard output or as an error line, so that the two never share a line: it wipes the line and
+ * keeps the ticker quiet until the next run or phase. */
 #ifndef EQUIV_HARNESS_PROGRESS_H
 #define EQUIV_HARNESS_PROGRESS_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -44,6 +52,7 @@ typedef struct {
     double start;           /* clock at init */
     int n_runs, run;        /* the command's runs; the current one, 1-based (0: none yet) */
     char run_name[96];      /* "gpt bf16 dp1-tp4" */
+    double run_start;       /* clock when the current run started */
     double work_total;      /* the current run's units (0: not declared) */
     double work_done;
     char phase[96];         /* "forward block" */
@@ -51,14 +60,23 @@ typedef struct {
     double last_output;     /* clock at the last line or redraw (-1: none yet) */
     char last_key[200];     /* run and phase of the last output, to see a change */
     int drawn;              /* TTY: characters on the line now */
+    int held;               /* cleared: the ticker writes nothing until the next run or phase */
+    pthread_mutex_t lock;   /* every function, and the ticker */
+    pthread_cond_t wake;    /* ends the ticker's wait */
+    pthread_t ticker;
+    int ticking, stop;      /* the ticker runs; it is asked to end */
 } eq_progress;
 
 /* TTY when `stream` is a terminal, else LINES with verbose, else OFF. */
 eq_progress_mode eq_progress_mode_for(FILE *stream, int verbose);
 
-/* Starts the clock (the monotonic clock; a NULL clock means it too); delay from
- * EQUIV_PROGRESS_AFTER_S when it holds a number >= 0, else 2 s; the terminal's width. */
+/* Starts the clock (a NULL clock: the monotonic clock, and a ticker thread unless the mode is OFF);
+ * delay from EQUIV_PROGRESS_AFTER_S when it holds a number >= 0, else 2 s; the terminal's width.
+ * Without a ticker (no thread could start, or a test's clock) the line moves at the calls only. */
 void eq_progress_init(eq_progress *p, FILE *out, eq_progress_mode mode, eq_progress_clock clock, void *clock_ctx);
+
+/* Ends the ticker, wipes the line, releases the lock. */
+void eq_progress_free(eq_progress *p);
 
 /* The command runs n_runs runs (the estimate's denominator). */
 void eq_progress_plan(eq_progress *p, int n_runs);

@@ -1,8 +1,10 @@
 /* harness/progress.h on a fake clock and an in-memory stream: the line's wording and estimate,
  * the delay, the pace of lines and redraws, the terminal's in-place line and its clearing, and
  * silence when off. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness/progress.h"
 #include "harness/testing.h"
@@ -104,6 +106,17 @@ static void check_format_and_estimate(void)
     eq_progress_phase(&p, "capture", 0, 0, 80); /* more than declared: done, not past it */
     eq_progress_format(&p, now_s + 40, line, sizeof line);
     EQ_EXPECT(strcmp(line, "[run 2/2] gpt bf16 dp1-tp4: capture, 40 s, about 0 s left") == 0, "'%s'", line);
+    /* a run that declares no work: its time over the finished runs' mean (2 runs of 10 s) */
+    eq_progress_plan(&p, 4);
+    now_s = 120.0;
+    eq_progress_run(&p, "row_parallel bf16 dp1-tp4"); /* run 3 of 4, at 20 s */
+    eq_progress_format(&p, 125.0, line, sizeof line);
+    EQ_EXPECT(strcmp(line, "[run 3/4] row_parallel bf16 dp1-tp4, 25 s, about 15 s left") == 0, "'%s'", line);
+    eq_progress_format(&p, 131.0, line, sizeof line);
+    EQ_EXPECT(strcmp(line, "[run 3/4] row_parallel bf16 dp1-tp4, 31 s") == 0, "outlasted the mean: '%s'", line);
+    eq_progress_run(&p, "gpt bf16 dp1-tp4");
+    eq_progress_work(&p, 8);
+    now_s = 100.0;
     /* an unplanned command: the run's own fraction */
     eq_progress_plan(&p, 0);
     eq_progress_phase(&p, "x", 0, 0, 2);
@@ -113,6 +126,7 @@ static void check_format_and_estimate(void)
     eq_progress_note(&p, "equiv: ran %s", "x");
     eq_progress_clear(&p);
     EQ_EXPECT(sink_text(&s)[0] == '\0', "OFF wrote a note or a clear: '%s'", sink_text(&s));
+    eq_progress_free(&p);
     sink_close(&s);
 }
 
@@ -152,6 +166,7 @@ static void check_lines(void)
     EQ_EXPECT(strchr(sink_text(&s), '\r') == NULL, "a carriage return in lines mode");
     eq_progress_note(&p, "equiv: ran %s in %.2f s", "mlp_stack", 8.5);
     EQ_EXPECT(strstr(sink_text(&s), "\nequiv: ran mlp_stack in 8.50 s\n") != NULL, "note: '%s'", sink_text(&s));
+    eq_progress_free(&p);
     sink_close(&s);
 }
 
@@ -210,6 +225,44 @@ static void check_terminal(void)
     now_s = 110.05;
     eq_progress_phase(&p, "forward block", 1, 4, 0.0);
     EQ_EXPECT(sink_text(&s)[before] == '\r', "not drawn again after a note");
+    eq_progress_free(&p);
+    sink_close(&s);
+}
+
+/* The ticker (the real clock): a phase that runs long without a call still gets its lines; after
+ * eq_progress_clear nothing more is written until the next phase; eq_progress_free ends it. */
+static void check_ticker(void)
+{
+    eq_progress p;
+    sink s;
+    sink_open(&s);
+    eq_progress_init(&p, s.fp, EQ_PROGRESS_LINES, NULL, NULL);
+    EQ_EXPECT(p.ticking, "no ticker thread on the real clock");
+    pthread_mutex_lock(&p.lock);
+    p.delay = 0.0;
+    p.line_interval = 0.1;
+    pthread_mutex_unlock(&p.lock);
+    eq_progress_run(&p, "row_parallel bf16 dp1-tp4");
+    eq_progress_phase(&p, "one long GEMM", 0, 0, -1);
+    /* up to 10 s for the ticker's second line, though it comes after a quarter of a second */
+    int lines = 0;
+    for (int i = 0; i < 1000 && lines < 2; i++) {
+        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+        pthread_mutex_lock(&p.lock);
+        lines = count(sink_text(&s), ": one long GEMM, ");
+        pthread_mutex_unlock(&p.lock);
+    }
+    EQ_EXPECT(lines >= 2, "the ticker wrote %d lines in 10 s: '%s'", lines, sink_text(&s));
+    eq_progress_clear(&p);
+    pthread_mutex_lock(&p.lock);
+    size_t before = strlen(sink_text(&s));
+    pthread_mutex_unlock(&p.lock);
+    nanosleep(&(struct timespec){0, 600000000L}, NULL);
+    pthread_mutex_lock(&p.lock);
+    EQ_EXPECT(strlen(sink_text(&s)) == before, "written after clear: '%s'", sink_text(&s) + before);
+    pthread_mutex_unlock(&p.lock);
+    eq_progress_free(&p);
+    EQ_EXPECT(!p.ticking, "the ticker still marked running after free");
     sink_close(&s);
 }
 
@@ -219,6 +272,7 @@ int main(void)
     check_format_and_estimate();
     check_lines();
     check_terminal();
+    check_ticker();
     EQ_EXPECT(eq_progress_mode_for(NULL, 0) == EQ_PROGRESS_OFF, "no stream: off");
     EQ_EXPECT(eq_progress_phase != NULL, "linked");
     eq_progress_phase(NULL, "x", 1, 2, 3); /* NULL is no progress */
