@@ -41,6 +41,15 @@ EQUIV_PROGRESS_AFTER_S=0 "$equiv" matrix --case row_parallel -v >"$work/out-m" 2
 grep -q '^equiv progress: \[run [0-9]*/[0-9]*\] row_parallel ' "$work/err-m" || bad "matrix -v: $(cat "$work/err-m")"
 grep -q 'equiv progress' "$work/out-m" && bad "progress on matrix's standard output"
 
+# compare: the same (reading and comparing big dumps takes a while).
+"$equiv" --case row_parallel --tp 2 --dtype fp32 --out "$work/runs" >/dev/null 2>&1 || bad "row_parallel --out failed"
+dumps=("$work/runs/row_parallel-fp32-dp1-tp1.h5" "$work/runs/row_parallel-fp32-dp1-tp2.h5")
+EQUIV_PROGRESS_AFTER_S=0 "$equiv" compare "${dumps[@]}" >"$work/out-c" 2>"$work/err-c" || bad "compare failed"
+[ -s "$work/err-c" ] && bad "compare wrote on standard error without -v: $(cat "$work/err-c")"
+EQUIV_PROGRESS_AFTER_S=0 "$equiv" compare "${dumps[@]}" -v >"$work/out-cv" 2>"$work/err-c" || bad "compare -v failed"
+grep -q '^equiv progress: compare, 0 s$' "$work/err-c" || bad "compare -v: $(cat "$work/err-c")"
+cmp -s "$work/out-c" "$work/out-cv" || bad "-v changed compare's standard output"
+
 # A terminal (util-linux script gives the command a pty): the line redrawn after '\r', without the
 # lines' prefix, wiped before the report; the report itself (redirected) holds none of it.
 if command -v script >/dev/null 2>&1 && script -qec true /dev/null >/dev/null 2>&1; then

@@ -436,6 +436,8 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     eq_out out = {0};
     int have_cmp = 0;
     eq_tolerance tol, grad_tol;
+    eq_progress progress; /* big dumps take a while to read and compare */
+    eq_progress_init(&progress, stderr, eq_progress_mode_for(stderr, cli->verbose), NULL, NULL);
     eq_case *kase = calloc(1, sizeof *kase);
     eq_tolerance_table *table = calloc(1, sizeof *table);
     if (kase == NULL || table == NULL) {
@@ -445,7 +447,10 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     eq_paths_resolve(cli, &paths);
     EQ_TRY(eq_tolerance_load(paths.tolerances, table));
     /* a dump, or a directory of per-rank files assembled here (harness/run_load.h) */
+    eq_progress_run(&progress, "compare");
+    eq_progress_phase(&progress, "read the reference", 0, 0, -1.0);
     EQ_TRY(eq_run_load(cli->compare_paths[0], &ref));
+    eq_progress_phase(&progress, "read the test run", 0, 0, -1.0);
     EQ_TRY(eq_run_load(cli->compare_paths[1], &test));
     name_run(&ref, cli->compare_paths[0]);
     name_run(&test, cli->compare_paths[1]);
@@ -468,14 +473,17 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     if (cli->has_expect) expect = cli->expect;
     else if (known_case) expect = eq_case_expectation(kase, ref.meta.dtype, (eq_layout){test.meta.dp, test.meta.tp});
 
+    eq_progress_phase(&progress, "compare", 0, 0, -1.0);
     EQ_TRY(eq_compare_runs(&ref, &test, &tol, &grad_tol, expect, &cmp));
     have_cmp = 1;
     if (known_case && !cli->has_expect) eq_comparison_apply_case(&cmp, kase);
+    eq_progress_clear(&progress); /* the report starts on a line of its own */
     EQ_TRY(eq_out_open(&out, cli->out_dir));
     EQ_TRY(write_reports(cli, &out, &cmp, 1));
     EQ_TRY(eq_out_commit(&out));
     *n_unexpected = eq_report_unexpected(&cmp, 1);
 cleanup:
+    eq_progress_free(&progress);
     eq_out_discard(&out);
     if (have_cmp) eq_comparison_free(&cmp);
     eq_capture_free(&ref);
