@@ -27,7 +27,7 @@ run_side() { # run_side NAME REF
     rm -rf "${out:?}/$side"
     echo "equiv: matrix at $side ($ref: $(git -C "$tree" rev-parse --short HEAD))" >&2
     # A cell not as expected is the matrix's exit 1; the diff below judges the change, so go on.
-    EQUIV_HOME="$tree" "$tree/build/equiv" matrix --out "$out/$side"
+    EQUIV_HOME="$tree" "$tree/build/equiv" matrix -v --out "$out/$side"   # -v: progress lines in the CI log
     local status=$?
     [ "$status" -le 1 ] || return 2
 }

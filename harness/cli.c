@@ -55,7 +55,8 @@ void eq_cli_print_help(void)
            "                     (run, compare, matrix)\n"
            "  --cases-dir DIR    where case files live (default: $EQUIV_HOME/cases, else the installed or source tree's cases/) (all but diff)\n"
            "  --tolerances FILE  tolerance table (default: golden/tolerances.ini) (all but diff, list)\n"
-           "  -v, --verbose      progress on standard error (run; matrix and golden always show it)\n"
+           "  -v, --verbose      progress lines on standard error when it is not a terminal (on a\n"
+           "                     terminal one progress line is redrawn in place without -v)\n"
            "An option given to a command that does not take it, or given twice (but --inject), is an\n"
            "error. matrix also takes --size, --algo, --seed, --dtype; golden --update and --case.\n"
            "\n"
@@ -135,7 +136,7 @@ static const option_spec options[OPT_COUNT] = {
     [OPT_FORMAT] = {"--format", "--report", 1, 0, RUN | COMPARE | MATRIX},
     [OPT_CASES_DIR] = {"--cases-dir", NULL, 1, 0, RUN | COMPARE | MATRIX | GOLDEN | LIST},
     [OPT_TOLERANCES] = {"--tolerances", NULL, 1, 0, RUN | COMPARE | MATRIX | GOLDEN},
-    [OPT_VERBOSE] = {"--verbose", "-v", 0, 0, RUN | MATRIX | GOLDEN}, /* matrix, golden: progress always */
+    [OPT_VERBOSE] = {"--verbose", "-v", 0, 0, RUN | COMPARE | MATRIX | GOLDEN},
     [OPT_LIST] = {"--list", NULL, 0, 0, LIST},
     [OPT_HELP] = {"--help", "-h", 0, 1, ANY},
     [OPT_VERSION] = {"--version", NULL, 0, 1, ANY},

@@ -37,11 +37,13 @@ eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected)
     eq_paths paths;
     eq_matrix m;
     eq_out out = {0};
+    eq_progress progress;
     memset(&m, 0, sizeof m);
     eq_paths_resolve(cli, &paths);
+    eq_progress_init(&progress, stderr, eq_progress_mode_for(stderr, cli->verbose), NULL, NULL);
     eq_matrix_options opt = {.cases_dir = paths.cases_dir, .tolerances_path = paths.tolerances,
                              .case_filter = cli->case_name, .dtype_filter = cli->all_dtypes ? -1 : (int)cli->dtype,
-                             .size = cli->size, .algo = cli->algo, .seed = cli->seed, .progress = stderr};
+                             .size = cli->size, .algo = cli->algo, .seed = cli->seed, .progress = &progress};
     EQ_TRY(eq_matrix_run(&opt, &m));
     if (cli->out_dir) {
         EQ_TRY(eq_out_open(&out, cli->out_dir));
@@ -58,6 +60,7 @@ eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected)
     }
     *n_unexpected = eq_matrix_unexpected_cells(&m);
 cleanup:
+    eq_progress_free(&progress);
     eq_out_discard(&out);
     eq_matrix_free(&m);
     return st;
@@ -70,11 +73,13 @@ eq_status eq_cmd_golden(const eq_cli *cli, int *n_unexpected)
     eq_paths paths;
     char path[4096];
     eq_matrix m;
+    eq_progress progress;
     memset(&m, 0, sizeof m);
     eq_paths_resolve(cli, &paths);
+    eq_progress_init(&progress, stderr, eq_progress_mode_for(stderr, cli->verbose), NULL, NULL);
     eq_matrix_options opt = {.cases_dir = paths.cases_dir, .tolerances_path = paths.tolerances,
                              .case_filter = cli->case_name, .dtype_filter = -1, .size = "ci", .algo = EQ_ALGO_RING,
-                             .seed = 1234, .progress = stderr};
+                             .seed = 1234, .progress = &progress};
     EQ_TRY(eq_matrix_run(&opt, &m));
     if (cli->update) {
         EQ_TRY(eq_golden_update(paths.golden_dir, &m, stdout));
@@ -92,6 +97,7 @@ eq_status eq_cmd_golden(const eq_cli *cli, int *n_unexpected)
     if (total > 0) printf("golden: %d tensors outside; golden/README.md says when `equiv golden --update` is right\n", total);
     *n_unexpected = total;
 cleanup:
+    eq_progress_free(&progress);
     eq_matrix_free(&m);
     return st;
 }

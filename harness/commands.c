@@ -100,9 +100,10 @@ static eq_status run_and_dump(const eq_cli *cli, eq_out *out, const eq_run_spec 
     char layout[32];
     if (!eq_world_is_root(spec->step.world)) return EQ_OK;
     if (cli->verbose)
-        fprintf(stderr, "equiv: ran %s %s %s (%s) in %.2f s\n", spec->kase->name, eq_dtype_name(spec->step.dtype),
-                eq_layout_name(spec->step.layout, layout, sizeof layout), spec->step.transport->name,
-                seconds_since(&t0));
+        eq_progress_note(spec->step.progress, "equiv: ran %s %s %s (%s) in %.2f s", spec->kase->name,
+                         eq_dtype_name(spec->step.dtype), eq_layout_name(spec->step.layout, layout, sizeof layout),
+                         spec->step.transport->name, seconds_since(&t0));
+    if (eq_out_active(out)) eq_progress_phase(spec->step.progress, "write dump", 0, 0, -1.0);
     return write_dump(out, cap);
 }
 
@@ -198,6 +199,8 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     eq_run_spec spec;
     eq_world world = {0};
     eq_out out = {0};
+    eq_progress progress; /* rank 0's, from the first run on */
+    eq_progress_init(&progress, stderr, EQ_PROGRESS_OFF, NULL, NULL);
     const eq_backend *backend = NULL; /* released at the end (device buffers) */
     int n_cmps = 0, n_dtypes = 0, have_world = 0;
     memset(distributed, 0, sizeof distributed);
@@ -255,6 +258,13 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     }
     const int root = eq_world_is_root(have_world ? &world : NULL);
     if (root) EQ_TRY(eq_out_open(&out, cli->out_dir));
+    /* Progress (rank 0 only): this process's runs, each of about the same work: under a world its
+     * part of the layout per dtype, then the fp64 truth, the references and the layouts' runs. */
+    eq_progress_free(&progress);
+    eq_progress_init(&progress, stderr, root ? eq_progress_mode_for(stderr, cli->verbose) : EQ_PROGRESS_OFF, NULL, NULL);
+    eq_progress_plan(&progress, (have_world ? n_dtypes : 0) + (cli->truth ? 1 : 0) +
+                                    n_dtypes * (1 + (have_world ? 0 : n_layouts)));
+    spec.step.progress = &progress;
 
     if (have_world) {
         /* Every rank runs its part of the layout for every dtype first; rank 0 computes the
@@ -297,6 +307,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
                 EQ_TRY(run_and_dump(cli, &out, &spec, &test));
             }
             eq_expect expect = eq_case_expectation(kase, dtypes[i], layouts[j]);
+            eq_progress_phase(&progress, "compare with dp1-tp1", 0, 0, -1.0);
             EQ_TRY(eq_compare_runs(&ref, &test, &tols[dtypes[i]], &grad_tols[dtypes[i]], expect,
                                                &cmps[n_cmps]));
             eq_comparison_apply_case(&cmps[n_cmps], kase);
@@ -306,6 +317,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
         }
         eq_capture_free(&ref);
     }
+    eq_progress_clear(&progress); /* the report starts on a line of its own */
     if (root) {
         EQ_TRY(write_reports(cli, &out, cmps, n_cmps));
         EQ_TRY(eq_out_commit(&out));
@@ -313,6 +325,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     }
     if (have_world) EQ_TRY(eq_world_share_int(&world, n_unexpected)); /* rank 0's verdict everywhere */
 cleanup:
+    eq_progress_free(&progress); /* the line wiped before main's error line */
     eq_out_discard(&out); /* a failure leaves nothing in --out */
     if (have_world) st = eq_world_finish(&world, st); /* one outcome on every rank, printed once */
     for (int i = 0; i < n_cmps; i++) eq_comparison_free(&cmps[i]);
@@ -423,6 +436,8 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     eq_out out = {0};
     int have_cmp = 0;
     eq_tolerance tol, grad_tol;
+    eq_progress progress; /* big dumps take a while to read and compare */
+    eq_progress_init(&progress, stderr, eq_progress_mode_for(stderr, cli->verbose), NULL, NULL);
     eq_case *kase = calloc(1, sizeof *kase);
     eq_tolerance_table *table = calloc(1, sizeof *table);
     if (kase == NULL || table == NULL) {
@@ -432,7 +447,10 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     eq_paths_resolve(cli, &paths);
     EQ_TRY(eq_tolerance_load(paths.tolerances, table));
     /* a dump, or a directory of per-rank files assembled here (harness/run_load.h) */
+    eq_progress_run(&progress, "compare");
+    eq_progress_phase(&progress, "read the reference", 0, 0, -1.0);
     EQ_TRY(eq_run_load(cli->compare_paths[0], &ref));
+    eq_progress_phase(&progress, "read the test run", 0, 0, -1.0);
     EQ_TRY(eq_run_load(cli->compare_paths[1], &test));
     name_run(&ref, cli->compare_paths[0]);
     name_run(&test, cli->compare_paths[1]);
@@ -455,14 +473,17 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     if (cli->has_expect) expect = cli->expect;
     else if (known_case) expect = eq_case_expectation(kase, ref.meta.dtype, (eq_layout){test.meta.dp, test.meta.tp});
 
+    eq_progress_phase(&progress, "compare", 0, 0, -1.0);
     EQ_TRY(eq_compare_runs(&ref, &test, &tol, &grad_tol, expect, &cmp));
     have_cmp = 1;
     if (known_case && !cli->has_expect) eq_comparison_apply_case(&cmp, kase);
+    eq_progress_clear(&progress); /* the report starts on a line of its own */
     EQ_TRY(eq_out_open(&out, cli->out_dir));
     EQ_TRY(write_reports(cli, &out, &cmp, 1));
     EQ_TRY(eq_out_commit(&out));
     *n_unexpected = eq_report_unexpected(&cmp, 1);
 cleanup:
+    eq_progress_free(&progress);
     eq_out_discard(&out);
     if (have_cmp) eq_comparison_free(&cmp);
     eq_capture_free(&ref);

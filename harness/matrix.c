@@ -163,17 +163,13 @@ int eq_matrix_unexpected_cells(const eq_matrix *m)
     return n;
 }
 
-/* "[3/8] row_parallel fp32 dp1-tp4 ... 0.4 s (elapsed 12 s, about 30 s left)": the estimate is
- * the mean time per finished cell (reference runs included) times the cells still to run. */
-static void report_progress(FILE *progress, const eq_matrix_row *row, int done, int total, double elapsed)
+/* The runs of the plan: every cell's, and a reference where a (case, dtype) starts. */
+static int planned_runs(const cell_plan *plan, int n_cells)
 {
-    if (progress == NULL) return;
-    char layout[32];
-    double left = elapsed / (double)done * (double)(total - done);
-    fprintf(progress, "[%d/%d] %s %s %s ... %.1f s (elapsed %.0f s, about %.0f s left)\n", done, total,
-            row->case_name, eq_dtype_name(row->dtype), eq_layout_name(row->layout, layout, sizeof layout),
-            row->seconds, elapsed, left);
-    fflush(progress);
+    int n = 0;
+    for (int i = 0; i < n_cells; i++)
+        n += 1 + (i == 0 || plan[i].kase != plan[i - 1].kase || plan[i].dtype != plan[i - 1].dtype);
+    return n;
 }
 
 /* Runs the planned cells in order; a (case, dtype) change starts a new reference run. */
@@ -186,6 +182,7 @@ static eq_status run_cells(const eq_matrix_options *opt, const eq_case *cases, c
     struct timespec start, cell_start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     cell_start = start;
+    eq_progress_plan(opt->progress, planned_runs(plan, n_cells));
     for (int i = 0; i < n_cells; i++) {
         const cell_plan *p = &plan[i];
         const eq_case *kase = &cases[p->kase];
@@ -193,6 +190,7 @@ static eq_status run_cells(const eq_matrix_options *opt, const eq_case *cases, c
         spec.step.algo = opt->algo;
         spec.step.seed = opt->seed;
         spec.step.dtype = p->dtype;
+        spec.step.progress = opt->progress;
         if (i == 0) spec.step.backend->describe(m->backend, sizeof m->backend);
         if (i == 0 || p->kase != plan[i - 1].kase || p->dtype != plan[i - 1].dtype) {
             eq_capture_free(&ref);
@@ -206,6 +204,7 @@ static eq_status run_cells(const eq_matrix_options *opt, const eq_case *cases, c
         row->dtype = p->dtype;
         row->layout = p->layout;
         row->expected = eq_case_expectation(kase, p->dtype, p->layout);
+        eq_progress_phase(opt->progress, "compare with dp1-tp1", 0, 0, -1.0);
         EQ_TRY(eq_compare_runs(&ref, &test, &p->tol, &p->grad_tol, row->expected, &m->comparisons[i]));
         m->count = i + 1;
         eq_comparison_apply_case(&m->comparisons[i], kase);
@@ -213,10 +212,10 @@ static eq_status run_cells(const eq_matrix_options *opt, const eq_case *cases, c
         eq_matrix_row_summarise(row, &m->comparisons[i]);
         row->seconds = seconds_since(&cell_start);
         clock_gettime(CLOCK_MONOTONIC, &cell_start);
-        report_progress(opt->progress, row, i + 1, n_cells, seconds_since(&start));
     }
     m->seconds = seconds_since(&start);
 cleanup:
+    eq_progress_clear(opt->progress);
     eq_capture_free(&ref);
     eq_capture_free(&test);
     return st;

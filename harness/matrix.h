@@ -15,6 +15,7 @@
 
 #include "harness/case_file.h"
 #include "harness/compare.h"
+#include "harness/progress.h"
 #include "reductions/collectives.h"
 
 typedef struct {
@@ -25,7 +26,7 @@ typedef struct {
     const char *size;            /* the size section every case runs at, e.g. "ci" */
     eq_algo algo;                /* collective algorithm of every run */
     uint64_t seed;
-    FILE *progress;              /* one line per finished cell; NULL = silent */
+    eq_progress *progress;       /* each run and its phases (harness/progress.h); NULL = silent */
 } eq_matrix_options;
 
 typedef struct {

@@ -55,6 +55,10 @@ eq_status eq_run(const eq_run_spec *spec, eq_capture *out)
 {
     eq_capture_init(out);
     fill_meta(spec, &out->meta);
+    char layout[32], name[96];
+    snprintf(name, sizeof name, "%s %s %s", spec->kase->name, eq_dtype_name(spec->step.dtype),
+             eq_layout_name(spec->step.layout, layout, sizeof layout));
+    eq_progress_run(spec->step.progress, name);
     eq_status st = spec->model->check(&spec->step);
     /* Every size of the case is a hyperparameter of the step (the dump's /config); the model adds
      * its own constants. */

@@ -21,7 +21,8 @@ eq_status eq_run_spec_init(eq_run_spec *spec, const eq_case *kase, const char *s
 /* Checks that the layout divides the sizes, before anything runs. */
 eq_status eq_run_check(const eq_run_spec *spec);
 
-/* Runs the step and fills out (initialised here) with its meta and tensors. */
+/* Runs the step and fills out (initialised here) with its meta and tensors; a new run for
+ * spec->step.progress ("gpt bf16 dp1-tp4"), whose model reports its phases there. */
 eq_status eq_run(const eq_run_spec *spec, eq_capture *out);
 
 /* The one comparison path of every run, built-in or a user's: compares test against ref (gradients

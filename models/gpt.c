@@ -106,6 +106,7 @@ typedef struct {
     gpt_block_params *grads;       /* [replicas * L] each local replica's parameter gradients */
     eq_tensor *lnf_grads;          /* [replicas * 2] gamma, beta */
     double *loss;                  /* [replicas] each local replica's loss partial */
+    double work;                   /* progress units done: a block forward 1, a block backward 3 */
 } gpt_run;
 
 /* A block output's gradient, captured in units of the global mean loss. Under avg each rank
@@ -141,6 +142,15 @@ cleanup:
     return st;
 }
 
+/* Progress: where replica d is ("forward block 3/28", after "replica 2/8, " when there are several). */
+static void replica_phase(const eq_step *step, const gpt_run *run, int d, const char *what, int block)
+{
+    char phase[64];
+    if (step->layout.dp > 1) snprintf(phase, sizeof phase, "replica %d/%d, %s", d + 1, step->layout.dp, what);
+    else snprintf(phase, sizeof phase, "%s", what);
+    eq_progress_phase(step->progress, phase, block, (int)run->z.layers, run->work);
+}
+
 /* One data-parallel replica, d, kept at `slot` of the run's per-replica arrays: forward through
  * every block, the final LayerNorm and the loss, then (unless forward-only) the backward.
  * Activation checkpointing: only each block's input is kept; the backward recomputes a block's
@@ -171,8 +181,10 @@ static eq_status replica_step(const eq_step *step, gpt_run *run, int d, int slot
     for (int l = 0; l < L; l++) {
         eq_step block_step = *step;
         if (l != 0) block_step.bugs &= ~(unsigned)(EQ_BUG_SKIP_ALLREDUCE | EQ_BUG_SHARD_OFFSET);
+        replica_phase(step, run, d, "forward block", l + 1);
         EQ_TRY(gpt_block_forward(&block_step, z, &run->params[l], &inputs[l], &acts));
         EQ_TRY(collect_acts(step, run, &acts, d, &run->full_acts[l]));
+        run->work += 1.0;
         EQ_TRY(eq_tensor_clone(&inputs[l + 1], &acts.out));
     }
     EQ_TRY(step->backend->ops->layernorm_forward(step->dtype, tokens, H, lnf_out.data, lnf_mean, lnf_rstd,
@@ -189,9 +201,11 @@ static eq_status replica_step(const eq_step *step, gpt_run *run, int d, int slot
     for (int l = L - 1; l >= 0; l--) {
         eq_step block_step = *step;
         if (l != 0) block_step.bugs &= ~(unsigned)(EQ_BUG_SKIP_ALLREDUCE | EQ_BUG_SHARD_OFFSET);
+        replica_phase(step, run, d, "backward block", l + 1);
         EQ_TRY(gpt_block_forward(&block_step, z, &run->params[l], &inputs[l], &acts)); /* recompute */
         EQ_TRY(capture_out_grad(step, &dh, d, &run->full_out_grad[l]));
         EQ_TRY(gpt_block_backward(step, z, &run->params[l], &inputs[l], &acts, &dh, &dx, &run->grads[slot * L + l]));
+        run->work += 3.0;
         eq_tensor swap = dh;
         dh = dx, dx = swap;
     }
@@ -409,7 +423,11 @@ static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
     for (int i = 0; i < 2 * n && !step->forward_only; i++)
         EQ_TRY(eq_tensor_init(&run.lnf_grads[i], step->dtype, 1, &z->hidden));
 
+    /* progress units: per replica a forward of every block (1 each), and their backward with the
+     * recomputed forward (3 each) */
+    eq_progress_work(step->progress, (double)n * L * (step->forward_only ? 1.0 : 4.0));
     for (int i = 0; i < n; i++) EQ_TRY(replica_step(step, &run, dp_group.first_local + i, i));
+    eq_progress_phase(step->progress, "reduce and capture", 0, 0, run.work);
     if (!step->forward_only) EQ_TRY(reduce_gradients(step, &run));
     if (!step->forward_only) EQ_TRY(gather_gradients(step, &run));
     EQ_TRY(reduce_loss(step, &run));

@@ -137,7 +137,9 @@ static eq_status mlp_run(const eq_step *step, eq_capture *cap)
     const eq_group dp_group = eq_step_dp_group(step);
     EQ_TRY(eq_tensor_clone(&full_out, &input));
     EQ_TRY(eq_capture_add(cap, 0, "input", EQ_ROLE_INPUT, &input));
+    eq_progress_work(step->progress, (double)z->layers); /* progress units: layers */
     for (int layer = 0; layer < (int)z->layers; layer++) {
+        eq_progress_phase(step->progress, "layer", layer + 1, (int)z->layers, (double)layer);
         EQ_TRY(init_params(step, z, layer, &params));
         EQ_TRY(eq_tensor_init(&full_fc1, step->dtype, 3, fc1_shape));
         eq_tensor layer_in = full_out;

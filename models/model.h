@@ -11,6 +11,7 @@
 
 #include "harness/capture.h"
 #include "harness/case_file.h"
+#include "harness/progress.h"
 #include "harness/rounding_bound.h"
 #include "harness/world.h"
 #include "models/backend.h"
@@ -55,6 +56,7 @@ typedef struct {
     unsigned bugs;              /* eq_bug flags injected into this run */
     int forward_only;           /* skip the backward (models without one ignore it) */
     const eq_world *world;      /* NULL: every rank in this process (sim); else this process's ranks */
+    eq_progress *progress;      /* where the step reports its phases (harness/progress.h); NULL: nobody */
 } eq_step;
 
 /* The groups a model reduces over. Without a world (sim): every member of the layout's tp (dp)

@@ -460,7 +460,11 @@ static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
         st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for %d replicas", run.n_local);
         goto cleanup;
     }
+    /* progress units: each local replica's forward and its losses, then each site's reduction */
+    const double work = 2.0 * run.n_local + run.n_sites;
+    eq_progress_work(step->progress, work);
     for (int i = 0; i < run.n_local; i++) {
+        eq_progress_phase(step->progress, "forward, replica", run.first + i + 1, dp, (double)i);
         EQ_TRY(spd_replica_init(z, run.sites, step->seed, (run.first + i) * rows, rows, &run.reps[i]));
         EQ_TRY(spd_replica_forward(&ctx, z, run.sites, &run.reps[i]));
     }
@@ -482,6 +486,7 @@ static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
     const double global_tokens = (double)(z->batch * z->seq), local_tokens = (double)(rows * z->seq);
     for (int i = 0; i < run.n_local; i++) {
         const int d = run.first + i; /* the dp rank */
+        eq_progress_phase(step->progress, "losses and backward, replica", d + 1, dp, (double)(run.n_local + i));
         spd_conv conv;
         const double *S_use[SPD_MAX_SITES];
         for (int s = 0; s < run.n_sites; s++) S_use[s] = global_S ? run.S_global[s] : run.reps[i].S_local[s];
@@ -503,7 +508,10 @@ static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
         }
         EQ_TRY(spd_replica_losses(&ctx, z, run.sites, &conv, &run.reps[i]));
     }
-    for (int s = 0; s < run.n_sites; s++) EQ_TRY(reduce_and_capture_site(step, &run, s, cap));
+    for (int s = 0; s < run.n_sites; s++) {
+        eq_progress_phase(step->progress, "reduce and capture, site", s + 1, run.n_sites, 2.0 * run.n_local + s);
+        EQ_TRY(reduce_and_capture_site(step, &run, s, cap));
+    }
     EQ_TRY(capture_losses(step, &run, cap));
     EQ_TRY(spd_config(z, cap));
     EQ_TRY(eq_capture_name_dims(cap, spd_dims));
