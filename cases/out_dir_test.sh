@@ -7,6 +7,7 @@
 #   symlink    a symlink planted at an output name is replaced, never followed
 #   concurrent two runs into one --out at once leave one whole report set
 #   keep       a failing rerun leaves the earlier run's files as they were
+#   early      an --out that cannot be made fails at once, before any run (run, matrix)
 #   out_dir_test.sh EQUIV PART
 set -u
 equiv=$1 part=$2
@@ -89,6 +90,19 @@ keep)
     (cd "$out" && sha256sum ./* >"$work/after")
     cmp -s "$work/before" "$work/after" || fail "the failed rerun changed the files"
     [ -z "$(ls -A "$out" | grep '^\.')" ] || fail "temporaries left"
+    ;;
+early)
+    # A folder under a missing parent: one line, exit 2, and no cell was computed first (matrix
+    # prints nothing on stdout; the gpt docs cell alone would take minutes).
+    for cmd in "--case gpt --size docs --forward-only --tp 2" "matrix"; do
+        # shellcheck disable=SC2086
+        "$equiv" $cmd --out "$work/missing/out" >"$work/stdout" 2>"$work/err"
+        status=$?
+        [ "$status" -eq 2 ] || fail "$cmd: exit status $status, want 2"
+        [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$cmd: stderr: $(cat "$work/err")"
+        grep -q "missing/out" "$work/err" || fail "$cmd: stderr does not name the folder: $(cat "$work/err")"
+        [ ! -s "$work/stdout" ] || fail "$cmd: printed a report before failing"
+    done
     ;;
 *) fail "unknown part $part" ;;
 esac

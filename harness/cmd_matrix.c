@@ -44,9 +44,10 @@ eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected)
     eq_matrix_options opt = {.cases_dir = paths.cases_dir, .tolerances_path = paths.tolerances,
                              .case_filter = cli->case_name, .dtype_filter = cli->all_dtypes ? -1 : (int)cli->dtype,
                              .size = cli->size, .algo = cli->algo, .seed = cli->seed, .progress = &progress};
+    /* --out is opened first, so a folder that cannot be made fails before the matrix runs. */
+    if (cli->out_dir) EQ_TRY(eq_out_open(&out, cli->out_dir));
     EQ_TRY(eq_matrix_run(&opt, &m));
     if (cli->out_dir) {
-        EQ_TRY(eq_out_open(&out, cli->out_dir));
         EQ_TRY(write_file(&out, "matrix.md", eq_matrix_markdown, &m));
         EQ_TRY(write_file(&out, "matrix.json", eq_matrix_json, &m));
         EQ_TRY(write_file(&out, "matrix.html", eq_matrix_html, &m));

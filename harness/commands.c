@@ -446,6 +446,7 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     }
     eq_paths_resolve(cli, &paths);
     EQ_TRY(eq_tolerance_load(paths.tolerances, table));
+    EQ_TRY(eq_out_open(&out, cli->out_dir)); /* first: a folder that cannot be made fails at once */
     /* a dump, or a directory of per-rank files assembled here (harness/run_load.h) */
     eq_progress_run(&progress, "compare");
     eq_progress_phase(&progress, "read the reference", 0, 0, -1.0);
@@ -478,7 +479,6 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     have_cmp = 1;
     if (known_case && !cli->has_expect) eq_comparison_apply_case(&cmp, kase);
     eq_progress_clear(&progress); /* the report starts on a line of its own */
-    EQ_TRY(eq_out_open(&out, cli->out_dir));
     EQ_TRY(write_reports(cli, &out, &cmp, 1));
     EQ_TRY(eq_out_commit(&out));
     *n_unexpected = eq_report_unexpected(&cmp, 1);
