@@ -24,7 +24,9 @@
  *   [expect.avg]                        ; per tensor, under one gradient convention (avg, sum),
  *   ci_*_grad.imp_min = differs         ; in layouts with dp > 1 (where the conventions differ):
  *                                       ; a tensor name glob (fnmatch, the name after layers/NN/)
- *                                       ; = expectation; the first matching line wins */
+ *                                       ; = expectation; the first matching line wins
+ *   [expect.any]                        ; the same, under either convention (a case whose
+ *   B_E = bit_exact                     ; reductions do not depend on --grads: probe) */
 #ifndef EQUIV_HARNESS_CASE_FILE_H
 #define EQUIV_HARNESS_CASE_FILE_H
 
