@@ -71,8 +71,7 @@ static eq_status read_sizes(const eq_step *step, probe_sizes *z)
     EQ_TRY(eq_size_get(step->size, "dataset", &z->dataset));
     EQ_TRY(eq_size_get(step->size, "batch_e", &z->batch_e));
     EQ_TRY(eq_size_get(step->size, "batch_u", &z->batch_u));
-    if (z->lm.hidden % z->lm.heads != 0 || z->lm.layers > PROBE_LM_MAX_LAYERS || z->lm.seq < 2 ||
-        z->lm.vocab > INT32_MAX) {
+    if (z->lm.hidden % z->lm.heads != 0 || z->lm.layers > PROBE_LM_MAX_LAYERS || z->lm.seq < 2) {
         st = EQ_FAIL(EQ_ERR_INPUT, "case file %s: probe needs heads | hidden, seq >= 2 and at most %d layers "
                      "(heads=%lld, hidden=%lld, seq=%lld, layers=%lld)", path, PROBE_LM_MAX_LAYERS,
                      (long long)z->lm.heads, (long long)z->lm.hidden, (long long)z->lm.seq, (long long)z->lm.layers);
@@ -84,6 +83,22 @@ static eq_status read_sizes(const eq_step *step, probe_sizes *z)
                      (long long)z->dataset);
         goto cleanup;
     }
+    /* What a run holds, at most (every shape checked by the footprint, no product formed here):
+     * per parameter set (the parameters, the updated ones, the global buffers I_X, I_Y, sum_X,
+     * sum_Y, and per local replica its two buffers, a unit gradient and under local_count two
+     * local means) the embeddings, the head and the blocks' weights, at 8 bytes; per unit the
+     * blocks' activations ([S, 1, 10 H + 2 F] each, models/gpt_block.h) and the logits. */
+    const int64_t sets = 6 + 5 * (int64_t)step->layout.dp, L = z->lm.layers;
+    const eq_footprint_item items[] = {
+        {"token embeddings and head", 2 * sets, {z->lm.vocab, z->lm.hidden}, sizeof(double)},
+        {"position embeddings", sets, {z->lm.seq, z->lm.hidden}, sizeof(double)},
+        {"qkv_weight and proj_weight", 4 * L * sets, {z->lm.hidden, z->lm.hidden}, sizeof(double)},
+        {"fc1_weight and fc2_weight", 2 * L * sets, {z->lm.ffn, z->lm.hidden}, sizeof(double)},
+        {"a unit's block activations", L + 1, {z->lm.seq, 10, z->lm.hidden + z->lm.ffn}, sizeof(double)},
+        {"a unit's logits", 2, {z->lm.seq, z->lm.vocab}, sizeof(double)},
+        {"the dataset's index permutation", 1, {z->dataset}, sizeof(int64_t)},
+    };
+    EQ_TRY(eq_check_footprint(step, items, (int)(sizeof items / sizeof items[0])));
     if (step->layout.tp != 1) {
         st = EQ_FAIL(EQ_ERR_USAGE, "probe runs data parallel only (seed 004): tp=%d, want 1", step->layout.tp);
         goto cleanup;
@@ -98,20 +113,6 @@ static eq_status read_sizes(const eq_step *step, probe_sizes *z)
                      "bars_dot_one_rank only");
         goto cleanup;
     }
-    /* What a run holds, at most: the parameters, the updated ones, each local replica's unit
-     * gradient and (buffer dtype, at most fp64) its two buffers, the four global buffers, the local
-     * count copies; per unit the activations of the blocks ([S, 1, 10 H + 2 F] each) and logits. */
-    const int64_t P = z->lm.vocab * z->lm.hidden * 2 + z->lm.seq * z->lm.hidden +
-                      z->lm.layers * (12 * z->lm.hidden * z->lm.hidden + 2 * z->lm.hidden * z->lm.ffn);
-    const int64_t dp = step->layout.dp;
-    const eq_footprint_item items[] = {
-        {"parameters and unit gradients", 2 + dp, {P}, sizeof(double)},
-        {"buffers", 4 + 3 * dp, {P}, sizeof(double)},
-        {"unit activations", z->lm.layers + 2, {z->lm.seq, 10 * z->lm.hidden + 2 * z->lm.ffn + z->lm.vocab},
-         sizeof(double)},
-        {"index lists", 4, {z->dataset}, sizeof(double)},
-    };
-    EQ_TRY(eq_check_footprint(step, items, (int)(sizeof items / sizeof items[0])));
 cleanup:
     return st;
 }
