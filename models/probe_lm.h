@@ -42,8 +42,9 @@ typedef struct {
 int probe_lm_n_tensors(const probe_lm_sizes *z);
 eq_tensor *probe_lm_tensor(probe_lm_params *p, const probe_lm_sizes *z, int i, int *layer, const char **name);
 
-/* Allocation (zeroed), release, and the master initialisation from the seed (embeddings and head
- * N(0, 1/H)... see probe_lm.c; blocks as models/gpt_block.h says), keyed by name, never by rank. */
+/* Allocation (zeroed), release, and the master initialisation from the seed, keyed by name, never
+ * by rank: token embeddings N(0, 1), positions N(0, 0.01), the head N(0, 1/H), the final
+ * LayerNorm 1 and 0, the blocks as models/gpt_block.h initialises them. */
 eq_status probe_lm_alloc(probe_lm_params *p, const probe_lm_sizes *z, eq_dtype dt);
 void probe_lm_free(probe_lm_params *p, const probe_lm_sizes *z);
 void probe_lm_init(probe_lm_params *p, const probe_lm_sizes *z, uint64_t seed);
