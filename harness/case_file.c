@@ -300,7 +300,8 @@ static int on_entry(void *user, const char *section, const char *name, const cha
         return parse_size_key(ps, section + 5, name, value);
     if (strcmp(section, "tolerance") == 0) return parse_tolerance_key(ps, name, value);
     if (strcmp(section, "expect") == 0) return parse_expect_key(ps, name, value);
-    complain(ps, "unknown section [%s] (known: case, size.NAME, tolerance, expect, expect.avg, expect.sum, expect.any)", section);
+    complain(ps, "unknown section [%s] (known: case, size.NAME, tolerance, expect, expect.avg, expect.sum, "
+             "expect.any)", section);
     return 0;
 }
 

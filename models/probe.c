@@ -46,17 +46,12 @@
 
 #include "harness/rng.h"
 #include "models/models.h"
-#include "models/probe_lm.h"
+#include "models/probe_run.h"
 
 #define PROBE_BUGS (EQ_BUG_LOCAL_COUNT | EQ_BUG_DDP_SYNC | EQ_BUG_RANK_SAMPLING | EQ_BUG_VAR_FP32 | \
                     EQ_BUG_BARS_DOT_ONE_RANK)
 /* The U step's learning rate: small enough that the importance weights stay O(1). */
 #define PROBE_LR 0.05
-
-typedef struct {
-    probe_lm_sizes lm;
-    int64_t dataset, batch_e, batch_u;
-} probe_sizes;
 
 static eq_status read_sizes(const eq_step *step, probe_sizes *z)
 {
@@ -122,30 +117,6 @@ static eq_status probe_check(const eq_step *step)
     probe_sizes z;
     return read_sizes(step, &z);
 }
-
-/* One local replica (dp rank first_local + i). */
-typedef struct {
-    int64_t n_e, n_u;        /* local counts */
-    int32_t *e_idx, *u_idx;  /* [n_e], [n_u] dataset indices */
-    probe_lm_params sum_X, sum_Y, grad; /* buffers (buffer dtype), one unit's gradient (dt) */
-    double *L_X, *L_Y, *logp, *x_dot, *y_dot, *logp_upd; /* per local unit */
-    double V_X, V_Y, sum_w, sum_wS, sum_S;               /* local sums */
-} probe_replica;
-
-typedef struct {
-    probe_sizes z;
-    eq_dtype dt, bt;           /* the model's dtype, the buffers' */
-    int dp, first, n_local;
-    int n_tensors;
-    probe_lm_params params, updated;
-    probe_lm_params I_X, I_Y, g_sum_X, g_sum_Y; /* the reduced buffers (buffer dtype) */
-    double *e_global, *u_global;  /* [B_E], [B_U]: the index lists in global order (as captured) */
-    double B_E, B_U, bars_dot;
-    probe_replica *reps;       /* [n_local] */
-} probe_run;
-
-/* Units of dp rank r among B sharded [r::dp]. */
-static int64_t shard_count(int64_t B, int dp, int r) { return B > r ? (B - r + dp - 1) / dp : 0; }
 
 /* The first B of a permutation of 0..N-1 (partial Fisher-Yates, the draws keyed by (seed,
  * stream, position)): "rank 0" sampling B distinct indices from the seed. */
@@ -336,7 +307,7 @@ static eq_status sample_indices(const eq_step *step, probe_run *run)
         if (step->bugs & EQ_BUG_RANK_SAMPLING) {
             for (int i = 0; i < g.n_local; i++) /* every rank draws its own, from the same seed */
                 EQ_TRY(draw_indices(step->seed, streams[which], run->z.dataset,
-                                    shard_count(B, run->dp, run->first + i), lists[i]));
+                                    probe_shard_count(B, run->dp, run->first + i), lists[i]));
         } else {
             if (g.first_local == 0) EQ_TRY(draw_indices(step->seed, streams[which], run->z.dataset, B, lists[0]));
             for (int i = 0; i < g.n_local; i++) bufs[i] = lists[i];
@@ -345,7 +316,7 @@ static eq_status sample_indices(const eq_step *step, probe_run *run)
         for (int i = 0; i < g.n_local; i++) {
             probe_replica *r = &run->reps[i];
             const int rank = run->first + i;
-            const int64_t n = shard_count(B, run->dp, rank);
+            const int64_t n = probe_shard_count(B, run->dp, rank);
             int32_t *idx = malloc((size_t)(n > 0 ? n : 1) * sizeof *idx);
             if (idx == NULL) {
                 st = EQ_FAIL(EQ_ERR_NOMEM, "probe: no memory for a shard");
@@ -364,96 +335,6 @@ cleanup:
     return st;
 }
 
-/* Per-unit values of every rank in global order: out[r + k dp] = rank r's k-th (B values);
- * local[i] is local replica i's array. Multi-process: each rank's array padded to ceil(B/dp) and
- * all-gathered over dp (fp64 copies). */
-static eq_status gather_units(const eq_step *step, const probe_run *run, int64_t B, const double *const *local,
-                              double *out)
-{
-    eq_status st = EQ_OK;
-    const eq_group g = eq_step_dp_group(step);
-    const int dp = run->dp;
-    const int64_t kmax = (B + dp - 1) / dp;
-    double *pad = NULL, *all = NULL;
-    if (g.n_local == g.size) {
-        for (int i = 0; i < g.n_local; i++)
-            for (int64_t k = 0; k < shard_count(B, dp, i); k++) out[i + k * dp] = local[i][k];
-        return EQ_OK;
-    }
-    pad = calloc((size_t)kmax, sizeof *pad), all = calloc((size_t)(kmax * dp), sizeof *all);
-    if (pad == NULL || all == NULL) {
-        st = EQ_FAIL(EQ_ERR_NOMEM, "probe: no memory to gather per-unit values");
-        goto cleanup;
-    }
-    memcpy(pad, local[0], (size_t)shard_count(B, dp, run->first) * sizeof *pad);
-    const void *in[1] = {pad};
-    void *outs[1] = {all};
-    EQ_TRY(eq_all_gather(&g, in, outs, (size_t)kmax, EQ_FP64));
-    for (int r = 0; r < dp; r++)
-        for (int64_t k = 0; k < shard_count(B, dp, r); k++) out[r + k * dp] = all[r * kmax + k];
-cleanup:
-    free(pad), free(all);
-    return st;
-}
-
-static eq_status capture_vector(eq_capture *cap, int layer, const char *name, eq_role role, int64_t n,
-                                const double *v)
-{
-    eq_tensor t = {0};
-    eq_status st = eq_tensor_init(&t, EQ_FP64, 1, &n);
-    if (st != EQ_OK) return st;
-    memcpy(t.data, v, (size_t)n * sizeof *v);
-    return eq_capture_add(cap, layer, name, role, &t);
-}
-
-static eq_status capture_scalar(eq_capture *cap, int layer, const char *name, double v)
-{
-    return capture_vector(cap, layer, name, EQ_ROLE_LOSS, 1, &v);
-}
-
-/* A per-unit field of the replicas (offset into probe_replica) gathered and captured. */
-static eq_status capture_units(const eq_step *step, const probe_run *run, eq_capture *cap, int layer,
-                               const char *name, int on_u, size_t field)
-{
-    eq_status st = EQ_OK;
-    const int64_t B = on_u ? run->z.batch_u : run->z.batch_e;
-    double *all = calloc((size_t)B, sizeof *all);
-    const double **local = calloc((size_t)run->n_local, sizeof *local);
-    if (all == NULL || local == NULL) {
-        st = EQ_FAIL(EQ_ERR_NOMEM, "probe: no memory for %s", name);
-        goto cleanup;
-    }
-    for (int i = 0; i < run->n_local; i++) local[i] = *(double *const *)((const char *)&run->reps[i] + field);
-    EQ_TRY(gather_units(step, run, B, local, all));
-    EQ_TRY(capture_vector(cap, layer, name, EQ_ROLE_ACTIVATION, B, all));
-cleanup:
-    free(all), free(local);
-    return st;
-}
-
-/* The index lists as the ranks hold them, in global order (the ranks' shards gathered). */
-static eq_status gather_indices(const eq_step *step, probe_run *run, int on_u, double *out)
-{
-    eq_status st = EQ_OK;
-    const int nl = run->n_local;
-    double **local = calloc((size_t)nl, sizeof *local);
-    if (local == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "probe: no memory for the index lists");
-    for (int i = 0; i < nl; i++) {
-        const probe_replica *r = &run->reps[i];
-        const int64_t n = on_u ? r->n_u : r->n_e;
-        if ((local[i] = calloc((size_t)n + 1, sizeof **local)) == NULL) {
-            st = EQ_FAIL(EQ_ERR_NOMEM, "probe: no memory for the index lists");
-            goto cleanup;
-        }
-        for (int64_t k = 0; k < n; k++) local[i][k] = on_u ? r->u_idx[k] : r->e_idx[k];
-    }
-    EQ_TRY(gather_units(step, run, on_u ? run->z.batch_u : run->z.batch_e, (const double *const *)local, out));
-cleanup:
-    for (int i = 0; i < nl; i++) free(local[i]);
-    free(local);
-    return st;
-}
-
 static void free_run(probe_run *run)
 {
     const probe_lm_sizes *lm = &run->z.lm;
@@ -467,7 +348,6 @@ static void free_run(probe_run *run)
     probe_lm_free(&run->params, lm), probe_lm_free(&run->updated, lm);
     probe_lm_free(&run->I_X, lm), probe_lm_free(&run->I_Y, lm);
     probe_lm_free(&run->g_sum_X, lm), probe_lm_free(&run->g_sum_Y, lm);
-    free(run->e_global), free(run->u_global);
 }
 
 static eq_status alloc_run(const eq_step *step, probe_run *run)
@@ -481,16 +361,14 @@ static eq_status alloc_run(const eq_step *step, probe_run *run)
     EQ_TRY(probe_lm_alloc(&run->g_sum_X, lm, run->bt));
     EQ_TRY(probe_lm_alloc(&run->g_sum_Y, lm, run->bt));
     probe_lm_init(&run->params, lm, step->seed);
-    run->e_global = calloc((size_t)run->z.batch_e, sizeof(double));
-    run->u_global = calloc((size_t)run->z.batch_u, sizeof(double));
-    if ((run->reps = calloc((size_t)run->n_local, sizeof *run->reps)) == NULL || !run->e_global || !run->u_global) {
+    if ((run->reps = calloc((size_t)run->n_local, sizeof *run->reps)) == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "probe: no memory for %d replicas", run->n_local);
         goto cleanup;
     }
     for (int i = 0; i < run->n_local; i++) {
         probe_replica *r = &run->reps[i];
-        const int64_t ne = shard_count(run->z.batch_e, run->dp, run->first + i) + 1;
-        const int64_t nu = shard_count(run->z.batch_u, run->dp, run->first + i) + 1;
+        const int64_t ne = probe_shard_count(run->z.batch_e, run->dp, run->first + i) + 1;
+        const int64_t nu = probe_shard_count(run->z.batch_u, run->dp, run->first + i) + 1;
         EQ_TRY(probe_lm_alloc(&r->sum_X, lm, run->bt));
         EQ_TRY(probe_lm_alloc(&r->sum_Y, lm, run->bt));
         EQ_TRY(probe_lm_alloc(&r->grad, lm, run->dt));
@@ -638,59 +516,25 @@ cleanup:
     return st;
 }
 
-static eq_status capture_run(const eq_step *step, probe_run *run, eq_capture *cap)
+/* The variance and importance sums over dp (fp64 scalars; fp32 under the var_fp32 bug), and the
+ * variances over B (B - 1). */
+static eq_status reduce_results(const eq_step *step, probe_run *run)
 {
     eq_status st = EQ_OK;
-    const probe_lm_sizes *lm = &run->z.lm;
-    const int LP = (int)lm->layers + 2, nl = run->n_local;
-    char name[EQ_NAME_MAX];
-    double *v = calloc((size_t)nl, sizeof *v), V_X = 0, V_Y = 0, sum_w = 0, sum_wS = 0, sum_S = 0;
+    const int nl = run->n_local, fp32_var = (step->bugs & EQ_BUG_VAR_FP32) != 0;
+    double *v = calloc((size_t)nl, sizeof *v);
     if (v == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "probe: no memory for the scalars");
-    EQ_TRY(gather_indices(step, run, 0, run->e_global));
-    EQ_TRY(gather_indices(step, run, 1, run->u_global));
-    EQ_TRY(capture_vector(cap, 0, "E_indices", EQ_ROLE_INPUT, run->z.batch_e, run->e_global));
-    EQ_TRY(capture_vector(cap, 0, "U_indices", EQ_ROLE_INPUT, run->z.batch_u, run->u_global));
-    /* The buffers, by the layer their parameter belongs to. */
-    for (int k = 0; k < run->n_tensors; k++) {
-        int layer;
-        const char *pname;
-        probe_lm_params *sets[4] = {&run->g_sum_X, &run->g_sum_Y, &run->I_X, &run->I_Y};
-        const char *what[4] = {"sum_X", "sum_Y", "I_X", "I_Y"};
-        for (int s = 0; s < 4; s++) {
-            const eq_tensor *t = probe_lm_tensor(sets[s], lm, k, &layer, &pname);
-            snprintf(name, sizeof name, "%s.%s", pname, what[s]);
-            EQ_TRY(eq_capture_add_copy(cap, layer, name, EQ_ROLE_GRAD, t));
-        }
-    }
-    EQ_TRY(capture_scalar(cap, LP, "B_E", run->B_E));
-    EQ_TRY(capture_scalar(cap, LP, "B_U", run->B_U));
-    EQ_TRY(capture_units(step, run, cap, LP, "L_X", 0, offsetof(probe_replica, L_X)));
-    EQ_TRY(capture_units(step, run, cap, LP, "L_Y", 1, offsetof(probe_replica, L_Y)));
-    EQ_TRY(capture_units(step, run, cap, LP, "logp_E", 0, offsetof(probe_replica, logp)));
-    EQ_TRY(capture_scalar(cap, LP, "bars_dot", run->bars_dot));
-    EQ_TRY(capture_units(step, run, cap, LP, "x_dot", 0, offsetof(probe_replica, x_dot)));
-    EQ_TRY(capture_units(step, run, cap, LP, "y_dot", 1, offsetof(probe_replica, y_dot)));
-    const int fp32_var = (step->bugs & EQ_BUG_VAR_FP32) != 0;
     for (int i = 0; i < nl; i++) v[i] = run->reps[i].V_X;
-    EQ_TRY(reduce_scalars(step, v, fp32_var, &V_X));
+    EQ_TRY(reduce_scalars(step, v, fp32_var, &run->V_X));
     for (int i = 0; i < nl; i++) v[i] = run->reps[i].V_Y;
-    EQ_TRY(reduce_scalars(step, v, fp32_var, &V_Y));
-    V_X /= run->B_E * (run->B_E - 1), V_Y /= run->B_U * (run->B_U - 1);
-    EQ_TRY(capture_scalar(cap, LP, "V_X", V_X));
-    EQ_TRY(capture_scalar(cap, LP, "V_Y", V_Y));
-    EQ_TRY(capture_scalar(cap, LP, "bars_dot_se", sqrt(V_X + V_Y)));
-    EQ_TRY(capture_units(step, run, cap, LP, "logp_E_upd", 0, offsetof(probe_replica, logp_upd)));
+    EQ_TRY(reduce_scalars(step, v, fp32_var, &run->V_Y));
+    run->V_X /= run->B_E * (run->B_E - 1), run->V_Y /= run->B_U * (run->B_U - 1);
     for (int i = 0; i < nl; i++) v[i] = run->reps[i].sum_w;
-    EQ_TRY(reduce_scalars(step, v, 0, &sum_w));
+    EQ_TRY(reduce_scalars(step, v, 0, &run->sum_w));
     for (int i = 0; i < nl; i++) v[i] = run->reps[i].sum_wS;
-    EQ_TRY(reduce_scalars(step, v, 0, &sum_wS));
+    EQ_TRY(reduce_scalars(step, v, 0, &run->sum_wS));
     for (int i = 0; i < nl; i++) v[i] = run->reps[i].sum_S;
-    EQ_TRY(reduce_scalars(step, v, 0, &sum_S));
-    EQ_TRY(capture_scalar(cap, LP, "sum_w", sum_w));
-    EQ_TRY(capture_scalar(cap, LP, "sum_wS", sum_wS));
-    const double H_orig = -sum_S / run->B_E, H_upd = -sum_wS / sum_w;
-    EQ_TRY(capture_scalar(cap, LP, "H_orig", H_orig));
-    EQ_TRY(capture_scalar(cap, LP, "H_upd", H_upd)); /* dH = H_upd - H_orig: from these two */
+    EQ_TRY(reduce_scalars(step, v, 0, &run->sum_S));
 cleanup:
     free(v);
     return st;
@@ -717,7 +561,8 @@ static eq_status probe_run_step(const eq_step *step, eq_capture *cap)
     EQ_TRY(grad_pass(step, &run, 0, PASS_VARIANCE));
     EQ_TRY(grad_pass(step, &run, 1, PASS_VARIANCE));
     EQ_TRY(importance_sums(step, &run));
-    EQ_TRY(capture_run(step, &run, cap));
+    EQ_TRY(reduce_results(step, &run));
+    EQ_TRY(probe_capture(step, &run, cap));
 cleanup:
     free_run(&run);
     return st;

@@ -201,7 +201,8 @@ eq_status probe_lm_unit(const eq_step *step, const probe_lm_sizes *z, const prob
     for (int64_t s = 0; s < S; s++) {
         if (tok[s] < 0 || tok[s] >= V) {
             state_free(&u, (int)L);
-            return EQ_FAIL(EQ_ERR_INTERNAL, "probe: token %d outside the vocabulary of %lld", (int)tok[s], (long long)V);
+            return EQ_FAIL(EQ_ERR_INTERNAL, "probe: token %d outside the vocabulary of %lld", (int)tok[s],
+                           (long long)V);
         }
         for (int64_t h = 0; h < H; h++)
             eq_tensor_set(&u.x[0], s * H + h,
