@@ -261,8 +261,8 @@ static int parse_expect_key(parse_state *ps, const char *name, const char *value
 static int parse_tensor_expect_key(parse_state *ps, const char *grads, const char *name, const char *value)
 {
     eq_case *c = ps->c;
-    if (strcmp(grads, "avg") != 0 && strcmp(grads, "sum") != 0) {
-        complain(ps, "unknown section [expect.%s] (want expect.avg or expect.sum)", grads);
+    if (strcmp(grads, "avg") != 0 && strcmp(grads, "sum") != 0 && strcmp(grads, "any") != 0) {
+        complain(ps, "unknown section [expect.%s] (want expect.avg, expect.sum or expect.any)", grads);
         return 0;
     }
     for (int i = 0; i < c->n_tensor_expects; i++) {
@@ -302,7 +302,8 @@ static int on_entry(void *user, const char *section, const char *name, const cha
         return parse_size_key(ps, section + 5, name, value);
     if (strcmp(section, "tolerance") == 0) return parse_tolerance_key(ps, name, value);
     if (strcmp(section, "expect") == 0) return parse_expect_key(ps, name, value);
-    complain(ps, "unknown section [%s] (known: case, size.NAME, tolerance, expect, expect.avg, expect.sum)", section);
+    complain(ps, "unknown section [%s] (known: case, size.NAME, tolerance, expect, expect.avg, expect.sum, "
+             "expect.any)", section);
     return 0;
 }
 
@@ -504,7 +505,7 @@ int eq_case_tensor_expectation_sized(const eq_case *c, const char *grads, eq_lay
     if (l.dp <= 1) return 0;
     for (int i = 0; i < c->n_tensor_expects; i++) {
         const eq_case_tensor_expect *e = &c->tensor_expects[i];
-        if (strcmp(e->grads, grads) == 0 && fnmatch(e->pattern, name, 0) == 0) {
+        if ((strcmp(e->grads, grads) == 0 || strcmp(e->grads, "any") == 0) && fnmatch(e->pattern, name, 0) == 0) {
             *out = e->expect;
             *size = e->size;
             return 1;

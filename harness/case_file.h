@@ -26,7 +26,9 @@
  *                                       ; differ): a tensor name glob (fnmatch, the name after
  *                                       ; layers/NN/) = expectation; the first matching line wins.
  *                                       ; A differs here may state its size: "rel LO..HI" (worst
- *                                       ; relative error) or "factor LO..HI" (least-squares scale) */
+ *                                       ; relative error) or "factor LO..HI" (least-squares scale)
+ *   [expect.any]                        ; the same, under either convention (a case whose
+ *   B_E = bit_exact                     ; reductions do not depend on --grads: probe) */
 #ifndef EQUIV_HARNESS_CASE_FILE_H
 #define EQUIV_HARNESS_CASE_FILE_H
 

@@ -70,6 +70,10 @@ static void test_sizes_that_overflow(void)
                 "ci_hidden = 4\nstep = 1\nsteps = 2\n"},
         {"spd", "batch = 2147483647\nseq = 1048576\nd_model = 8\nd_mlp = 8\nlayers = 1\nc_fc = 4\nc_down = 4\n"
                 "ci_hidden = 4\nstep = 1\nsteps = 2\n"},
+        {"probe", "vocab = 2147483647\nseq = 4\nhidden = 2147483646\nheads = 2\nffn = 8\nlayers = 2\n"
+                  "dataset = 8\nbatch_e = 4\nbatch_u = 4\n"},
+        {"probe", "vocab = 8\nseq = 2147483647\nhidden = 8\nheads = 2\nffn = 2147483647\nlayers = 2\n"
+                  "dataset = 8\nbatch_e = 4\nbatch_u = 4\n"},
     };
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char text[1024], name[32];
@@ -249,6 +253,16 @@ int main(void)
                      "only differs takes a size");
     expect_malformed("sized_in_layout_expect", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect]\ndefault = differs rel 0..1\n",
                      "want bit_exact");
+    /* [expect.any]: under either convention; a line of the convention's own section before it wins. */
+    EQ_EXPECT_OK(eq_case_load(write_case("tensor_expect_any", GOOD_HEAD GOOD_SIZE GOOD_TOL
+                                         "[expect.sum]\nB_U = differs\n[expect.any]\nB_* = bit_exact\n"), &c));
+    EQ_EXPECT(eq_case_tensor_expectation(&c, "avg", (eq_layout){16, 1}, "B_E", &e) && e == EQ_EXPECT_BIT_EXACT,
+              "[expect.any] not applied under avg");
+    EQ_EXPECT(eq_case_tensor_expectation(&c, "sum", (eq_layout){2, 1}, "B_E", &e) && e == EQ_EXPECT_BIT_EXACT,
+              "[expect.any] not applied under sum");
+    EQ_EXPECT(eq_case_tensor_expectation(&c, "sum", (eq_layout){2, 1}, "B_U", &e) && e == EQ_EXPECT_DIFFERS,
+              "the earlier [expect.sum] line did not win");
+    EQ_EXPECT(!eq_case_tensor_expectation(&c, "avg", (eq_layout){1, 1}, "B_E", &e), "[expect.any] applied at dp 1");
     expect_malformed("tensor_expect_convention", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.mean]\nloss = differs\n",
                      "unknown section [expect.mean]");
     expect_malformed("tensor_expect_value", GOOD_HEAD GOOD_SIZE GOOD_TOL "[expect.avg]\nloss = close\n",

@@ -49,7 +49,7 @@ static void test_golden(const char *golden)
 {
     eq_tolerance_table table;
     EQ_EXPECT_OK(eq_tolerance_load(golden, &table));
-    EQ_EXPECT(table.count == 7, "%d entries in %s, want 7", table.count, golden);
+    EQ_EXPECT(table.count == 11, "%d entries in %s, want 11", table.count, golden);
     /* seed 002 section 7: fp32, 1 layer: atol 1e-3, rtol 1e-3; bf16, 28 layers: atol 0.15, rtol 0 */
     const eq_tolerance *fp32 = eq_tolerance_find(&table, "fp32_1_layer");
     const eq_tolerance *bf16 = eq_tolerance_find(&table, "bf16_28_layers");
@@ -67,8 +67,9 @@ static void test_golden(const char *golden)
     }
     EQ_EXPECT(eq_tolerance_find(&table, "fp16_1_layer") == NULL, "found an entry that is not there");
     /* The gradient entries are measured envelopes, relative to the reference's RMS, and say so. */
-    const char *grads[2] = {"fp32_grads_measured", "bf16_grads_measured"};
-    for (int i = 0; i < 2; i++) {
+    const char *grads[6] = {"fp32_grads_measured", "bf16_grads_measured", "probe_fp32_buffers", "probe_fp32_scalars",
+                            "probe_bf16_scalars", "probe_fp64"};
+    for (int i = 0; i < 6; i++) {
         const eq_tolerance *g = eq_tolerance_find(&table, grads[i]);
         EQ_EXPECT(g != NULL && g->atol_scale == EQ_ATOL_REF_RMS && strstr(g->source, "measured") != NULL,
                   "%s missing, absolute, or without its source", grads[i]);

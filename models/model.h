@@ -38,6 +38,12 @@ typedef enum {
     EQ_BUG_FAITH_EVERY_RANK = 1 << 4,  /* faithfulness (replicated) contributed on every dp rank, not once */
     EQ_BUG_LOCAL_COUNT = 1 << 5,       /* the stochastic reconstruction normalised by the local count */
     EQ_BUG_IMP_MIN_NO_WS = 1 << 6,     /* importance minimality from the local sums, no world_size factor */
+    /* The probe case's (seed 004; models/probe.c), besides EQ_BUG_LOCAL_COUNT (the buffers
+     * normalised by each rank's local count before the SUM): */
+    EQ_BUG_DDP_SYNC = 1 << 7,          /* DDP's gradient AVG left on during the per-unit probe passes */
+    EQ_BUG_RANK_SAMPLING = 1 << 8,     /* each rank samples its own indices: overlapping shards */
+    EQ_BUG_VAR_FP32 = 1 << 9,          /* the variance sums reduced in fp32, not fp64 */
+    EQ_BUG_BARS_DOT_ONE_RANK = 1 << 10, /* bars_dot from dp rank 0's local buffers */
 } eq_bug;
 /* A bug's name ("skip_allreduce", "ci_grad_avg", ...; models/models.c) <-> flag; EQ_ERR_USAGE for
  * an unknown name, listing the known ones. */

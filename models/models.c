@@ -9,6 +9,7 @@ const eq_model *const eq_models[] = {
     &eq_model_mlp_stack,
     &eq_model_gpt,
     &eq_model_spd,
+    &eq_model_probe,
 
     NULL,
 };
@@ -106,6 +107,10 @@ static const struct {
     {EQ_BUG_FAITH_EVERY_RANK, "faith_every_rank"},
     {EQ_BUG_LOCAL_COUNT, "local_count"},
     {EQ_BUG_IMP_MIN_NO_WS, "imp_min_no_world_size"},
+    {EQ_BUG_DDP_SYNC, "ddp_sync"},
+    {EQ_BUG_RANK_SAMPLING, "rank_sampling"},
+    {EQ_BUG_VAR_FP32, "var_fp32"},
+    {EQ_BUG_BARS_DOT_ONE_RANK, "bars_dot_one_rank"},
 };
 
 eq_status eq_bug_parse(const char *name, eq_bug *out)

@@ -286,6 +286,26 @@ static void write_findings(FILE *out, const eq_comparison *c)
     fprintf(out, "\n");
 }
 
+/* The tensors the case file expects something else of ([expect.avg|sum|any]), each name once. */
+static void write_tensor_expectations(FILE *out, const eq_comparison *c)
+{
+    for (int e = 0; e < EQ_EXPECT_COUNT; e++) {
+        int shown = 0;
+        for (int i = 0; i < c->count; i++) {
+            const eq_tensor_result *r = &c->results[i];
+            if ((int)r->expect != e || r->expect == c->expect || r->role == EQ_ROLE_INPUT || r->role == EQ_ROLE_PARAM)
+                continue;
+            int seen = 0;
+            for (int j = 0; j < i && !seen; j++)
+                seen = (int)c->results[j].expect == e && strcmp(c->results[j].name, r->name) == 0;
+            if (seen) continue;
+            fprintf(out, "%s`%s`", shown ? ", " : "Expected per tensor (the case file): ", r->name);
+            shown++;
+        }
+        if (shown) fprintf(out, ": %s.\n\n", eq_expect_name((eq_expect)e));
+    }
+}
+
 static eq_status write_comparison(FILE *out, const eq_comparison *c)
 {
     const eq_run_meta *t = &c->test_meta, *r = &c->ref_meta;
@@ -300,6 +320,7 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c)
         fprintf(out, "Gradients: tolerance `%s`: `|d| <= %g%s + %g |ref|` (%s).\n\n", c->grad_tol.name, c->grad_tol.atol,
                 c->grad_tol.atol_scale == EQ_ATOL_REF_RMS ? " rms(ref)" : "", c->grad_tol.rtol,
                 c->grad_tol.source[0] ? c->grad_tol.source : "no source given");
+    write_tensor_expectations(out, c);
     write_runs(out, c);
     write_findings(out, c);
     write_params_line(out, c);
