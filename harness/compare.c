@@ -318,7 +318,7 @@ const char *eq_diagnose(const eq_metrics *m, char *buf, size_t len)
         return buf;
     }
     if (m->n_finite > 0 && fabs(m->ls_scale - 1.0) > SCALE_OFF_ONE && fabs(m->cosine) > SCALE_MIN_COSINE) {
-        snprintf(buf, len, "uniform scale x%s (ls %.6f, cos %.6f)",
+        snprintf(buf, len, "uniform scale x%s (ls %.6g, cos %.6f)",
                  name_factor(m->ls_scale, ref_part, sizeof ref_part), m->ls_scale, m->cosine);
         return buf;
     }

@@ -71,7 +71,7 @@ eq_status eq_compare_tensors_of_run(const eq_tensor *ref, const eq_tensor *test,
 eq_observed eq_observe(const eq_metrics *m);
 
 /* A short human diagnosis that names what the difference looks like, worst first, e.g.
- * "bit-exact", "2 NaN in test", "uniform scale x8 (ls 8.000000, cos 1.000000)",
+ * "bit-exact", "2 NaN in test", "uniform scale x8 (ls 8, cos 1.000000)",
  * "1 element differs, 1 ULP at index 17", "rounding: max 2 ULP, rel 3.1e-03". */
 const char *eq_diagnose(const eq_metrics *m, char *buf, size_t len);
 
