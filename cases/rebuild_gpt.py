@@ -94,11 +94,10 @@ def linear_backward(dy, x, w):
 
 
 def main(argv):
-    if len(argv) < 1 or (len(argv) > 1 and argv[1] != "--plant"):
-        print(__doc__, file=sys.stderr)
+    started = rb.start(argv, __doc__)
+    if started is None:
         return 2
-    _, config, t = rb.load(argv[0])
-    rb.plant(config, argv[2:])
+    config, t = started
     L, heads, eps = int(config["layers"]), int(config["heads"]), float(config["layernorm_eps"])
     scale = float(config["attention_scale"])
     judge = rb.Judge()

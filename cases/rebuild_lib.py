@@ -120,3 +120,14 @@ def canonical(tensor, dims, want):
     if sorted(have) != sorted(want):
         sys.exit(f"dims '{dims}' do not name the axes {want}")
     return np.transpose(tensor, [have.index(d) for d in want])
+
+
+def start(argv, doc):
+    """The scripts' common start: DUMP [--plant KEY=VALUE...] -> (config, tensors) with the plants
+    applied, or None after printing the usage (exit 2)."""
+    if len(argv) < 1 or (len(argv) > 1 and argv[1] != "--plant"):
+        print(doc, file=sys.stderr)
+        return None
+    _, config, tensors = load(argv[0])
+    plant(config, argv[2:])
+    return config, tensors

@@ -17,11 +17,10 @@ import rebuild_lib as rb  # noqa: E402
 
 
 def main(argv):
-    if len(argv) < 1 or (len(argv) > 1 and argv[1] != "--plant"):
-        print(__doc__, file=sys.stderr)
+    started = rb.start(argv, __doc__)
+    if started is None:
         return 2
-    _, cfg, t = rb.load(argv[0])
-    rb.plant(cfg, argv[2:])
+    cfg, t = started
     judge = rb.Judge()
 
     def act(name, last):

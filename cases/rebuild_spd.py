@@ -139,11 +139,10 @@ def upper_backward(dci, z, alpha):
 
 
 def main(argv):
-    if len(argv) < 1 or (len(argv) > 1 and argv[1] != "--plant"):
-        print(__doc__, file=sys.stderr)
+    started = rb.start(argv, __doc__)
+    if started is None:
         return 2
-    _, cfg, t = rb.load(argv[0])
-    rb.plant(cfg, argv[2:])
+    cfg, t = started
     judge = rb.Judge()
     n_sites = 2 * int(cfg["layers"])
     top = f"{n_sites:02d}"
