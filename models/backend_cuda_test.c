@@ -90,8 +90,11 @@ static void check_shape(eq_dtype dt, int64_t M, int64_t N, int64_t K, int64_t pa
     EQ_EXPECT(not_repeated == 0, "%s: %lld rows differ between two identical calls", eq_dtype_name(dt),
               (long long)not_repeated);
 
-    /* The bound is not vacuous: a CPU GEMM over a B with one element changed by 1% must fail it. */
-    eq_tensor_set(&b_wide, 0, eq_tensor_get(&b_wide, 0) * 1.01 + 0.01);
+    /* The bound is not vacuous: a CPU GEMM over a B whose row 0 is scaled by 1.25 (one output
+     * column 25% off, a wrong-scale bug's size) must fail it. A 1% change of one element of B, as
+     * here before, hides under 2 gamma_K S once K is in the thousands (seen on the first GPU run:
+     * K = 4096). */
+    for (int64_t k = 0; k < K; k++) eq_tensor_set(&b_wide, k, eq_tensor_get(&b_wide, k) * 1.25);
     EQ_EXPECT_OK(eq_backend_cpu.gemm_nt(dt, M, N, K, a_wide.data, lda, b_wide.data, ldb, on_cpu.data, ldc));
     d = compare(dt, M, N, K, &a, &b, on_gpu.data, on_cpu.data, ldc);
     EQ_EXPECT(d.over > 0, "%s: a planted change in B went unnoticed", eq_dtype_name(dt));

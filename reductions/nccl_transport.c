@@ -112,6 +112,22 @@ static eq_status wait_for(axis_comm *c, const char *what, int on_stream)
 }
 
 /* An NCCL call on a non-blocking communicator: ncclInProgress is how it says "queued". */
+/* A split of a non-blocking parent: the split is the parent's pending operation, and NCCL (2.23
+ * on) writes the child's handle only when the parent is back to ncclSuccess (NVIDIA/nccl#1472;
+ * PyTorch waits the same way); then the child's own initialisation is waited for. Polling the
+ * child at once polled a NULL handle ("comm argument is NULL", seen on NCCL 2.28). */
+static eq_status wait_for_split(eq_nccl_world *w, eq_nccl_axis child, const char *what)
+{
+    eq_status st = wait_for(&w->axes[EQ_NCCL_WORLD], what, 0);
+    if (st != EQ_OK) return st;
+    if (w->axes[child].comm == NULL) {
+        abort_world(w);
+        return EQ_FAIL(EQ_ERR_BACKEND, "rank %d/%d: %s gave no communicator; communicators aborted", w->world_rank,
+                       w->world_size, what);
+    }
+    return wait_for(&w->axes[child], what, 0);
+}
+
 #define NCCL_TRY(c, what, call)                                             \
     do {                                                                    \
         ncclResult_t eq_nccl_r_ = (call);                                   \
@@ -212,10 +228,10 @@ eq_status eq_nccl_world_init(const eq_nccl_bootstrap *b, int dp, int tp, eq_algo
     /* dp: the ranks holding the same tp shard (color tp_rank); tp: one replica (color dp_rank). */
     NCCL_TRY(&w->axes[EQ_NCCL_DP], "ncclCommSplit (dp)",
              ncclCommSplit(w->axes[EQ_NCCL_WORLD].comm, rank_of[2], rank_of[1], &w->axes[EQ_NCCL_DP].comm, &config));
-    EQ_TRY(wait_for(&w->axes[EQ_NCCL_DP], "ncclCommSplit (dp)", 0));
+    EQ_TRY(wait_for_split(w, EQ_NCCL_DP, "ncclCommSplit (dp)"));
     NCCL_TRY(&w->axes[EQ_NCCL_TP], "ncclCommSplit (tp)",
              ncclCommSplit(w->axes[EQ_NCCL_WORLD].comm, rank_of[1], rank_of[2], &w->axes[EQ_NCCL_TP].comm, &config));
-    EQ_TRY(wait_for(&w->axes[EQ_NCCL_TP], "ncclCommSplit (tp)", 0));
+    EQ_TRY(wait_for_split(w, EQ_NCCL_TP, "ncclCommSplit (tp)"));
     *out = w;
     w = NULL;
 cleanup:
