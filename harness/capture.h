@@ -56,6 +56,10 @@ typedef struct {
      * the CPU model. */
     char kernel[256];
     char cpu[EQ_NAME_MAX];
+    /* The GPU a run computed or communicated on, with the driver and library versions its bits
+     * depend on ("NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79 GiB), driver 580.159.04 (CUDA 13.0),
+     * runtime 13.0, cuBLAS 13.0.2, NCCL 2.27.7"); "" for a run that used none. */
+    char gpu[320];
 } eq_run_meta;
 
 /* How a rank holds a tensor: replicated over a group (-1) or split along a dimension over it. */

@@ -169,6 +169,9 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
     for (int i = 0; i < N_STRING_ATTRS; i++)
         H5_TRY(write_string_attr(file, string_attr_names[i], string_attr_values[i]), EQ_ERR_IO,
                "cannot write dump %s: writing root attribute %s failed", path, string_attr_names[i]);
+    if (m->gpu[0] != '\0') /* a run on a GPU only: CPU dumps keep their bytes */
+        H5_TRY(write_string_attr(file, "gpu", m->gpu), EQ_ERR_IO, "cannot write dump %s: writing root attribute gpu failed",
+               path);
     H5_TRY(write_number_attr(file, "dp", H5T_STD_I32LE, H5T_NATIVE_INT, &m->dp), EQ_ERR_IO,
            "cannot write dump %s: writing root attribute dp failed", path);
     H5_TRY(write_number_attr(file, "tp", H5T_STD_I32LE, H5T_NATIVE_INT, &m->tp), EQ_ERR_IO,

@@ -62,6 +62,7 @@ static void build_capture(eq_capture *cap)
 {
     eq_capture_init(cap);
     set_meta(&cap->meta, EQ_BF16);
+    snprintf(cap->meta.gpu, sizeof cap->meta.gpu, "NVIDIA H200 (sm_90, 132 SMs, 139 GiB), driver 580.159.04 (CUDA 13.0)");
     /* +0, -0, 1, -2, largest finite, smallest subnormal, +Inf, -Inf, a NaN with payload, 1+2^-7,
      * -smallest subnormal, -largest finite */
     static const uint16_t bf16_edges[12] = {0x0000, 0x8000, 0x3f80, 0xc000, 0x7f7f, 0x0001,
@@ -103,6 +104,7 @@ static void expect_same_meta(const eq_run_meta *want, const eq_run_meta *got)
     EQ_EXPECT(strcmp(want->version, got->version) == 0, "version '%s'", got->version);
     EQ_EXPECT(strcmp(want->grads, got->grads) == 0, "grads '%s'", got->grads);
     EQ_EXPECT(strcmp(want->injected, got->injected) == 0, "injected '%s'", got->injected);
+    EQ_EXPECT(strcmp(want->gpu, got->gpu) == 0, "gpu '%s', want '%s'", got->gpu, want->gpu);
 }
 
 /* Same entries in the same order, every element bit for bit. */

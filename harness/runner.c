@@ -40,6 +40,7 @@ static void fill_meta(const eq_run_spec *spec, eq_run_meta *m)
     snprintf(m->backend, sizeof m->backend, "%s", spec->step.backend->name);
     if (spec->step.backend->describe != NULL) spec->step.backend->describe(m->kernel, sizeof m->kernel);
     eq_cpu_model(m->cpu, sizeof m->cpu);
+    eq_gpu_describe(m->gpu, sizeof m->gpu);
     m->seed = spec->step.seed;
     snprintf(m->version, sizeof m->version, "%s", EQUIV_VERSION);
     snprintf(m->grads, sizeof m->grads, "%s", eq_grad_convention_name(spec->step.grads));

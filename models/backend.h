@@ -36,6 +36,13 @@ typedef struct {
      * call twice; the backend opens again on its next use. */
     void (*release)(void);
     const eq_backend_ops *ops;
+    /* Optional (NULL: the model makes the three calls): one attention head's forward,
+     * ctx[S,D] (row stride ctx_ld) = causal_softmax(Q K^T / sqrt(D)) V, for Q, K [S,D] (row stride
+     * qkv_ld) and VT [D,S] packed. It must give the bits of gemm_nt(Q, K), ops->causal_softmax and
+     * gemm_nt(P, VT) made one after the other; a device backend keeps the [S,S] matrices where
+     * they are computed. */
+    eq_status (*attention_head)(eq_dtype dt, int64_t S, int64_t D, const void *Q, const void *K, int64_t qkv_ld,
+                                const void *VT, void *ctx, int64_t ctx_ld);
 } eq_backend;
 
 extern const eq_backend eq_backend_cpu;
@@ -45,6 +52,10 @@ extern const eq_backend eq_backend_cpu;
  * missing device is reported before anything runs. */
 extern const eq_backend eq_backend_cuda;
 eq_status eq_backend_cuda_open(void);
+/* Seconds per C[M,N] = A[M,K] B[N,K]^T on device-resident operands (normal random values), the
+ * backend's own cuBLAS call and math mode, the mean of `reps` after one warm-up, timed with CUDA
+ * events: what the GEMM costs without the copies (models/gemm_cuda_bench.c). */
+eq_status eq_backend_cuda_time_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, int reps, double *seconds);
 extern const eq_backend_ops eq_backend_cuda_ops; /* models/ops_cuda.c */
 
 /* "cpu" -> the CPU backend. "cuda" -> the CUDA backend, opened (EQ_ERR_BACKEND "no CUDA device"
@@ -65,5 +76,10 @@ void eq_cpu_prefer_avx512_openblas(char **argv);
 
 /* The CPU model ("AMD EPYC 9R14 96-Core Processor", from /proc/cpuinfo; "unknown" elsewhere). */
 const char *eq_cpu_model(char *buf, size_t len);
+
+/* The GPU this process opened, with its driver, CUDA runtime, cuBLAS (when --backend cuda loaded it)
+ * and NCCL versions, for dumps and reports; "" when no device was opened (a CPU run) or equiv was
+ * built without CUDA (models/cuda_device.c). */
+const char *eq_gpu_describe(char *buf, size_t len);
 
 #endif

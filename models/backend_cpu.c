@@ -164,6 +164,14 @@ const char *eq_cpu_model(char *buf, size_t len)
     return buf;
 }
 
+#if !EQUIV_HAVE_CUDA
+const char *eq_gpu_describe(char *buf, size_t len)
+{
+    if (len > 0) buf[0] = '\0';
+    return buf;
+}
+#endif
+
 static eq_status cpu_gelu_forward(eq_dtype dt, int64_t n, void *out, const void *in)
 {
     eq_gelu_forward(dt, n, out, in);

@@ -33,9 +33,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/rng.h"
 #include "models/backend.h"
 #include "models/cuda_device.h"
 #include "models/ops_cuda.h"
+#include "models/ops_cuda_kernel.h"
 #include "reductions/fold_cuda.h"
 
 #define EQ_CUBLAS_TRY(call)                                                                           \
@@ -89,6 +91,7 @@ static struct {
     int ready;
     cublasHandle_t blas;
     eq_cuda_buffer a, b, c;  /* packed copies of A [M,K], B [N,K], C [M,N] */
+    eq_cuda_buffer p;        /* an attention head's probabilities [S,S] */
     eq_cuda_buffer workspace; /* cuBLAS's, fixed */
     char device_name[256];
     int sm_count, cc_major, cc_minor;
@@ -102,6 +105,7 @@ static void cuda_release(void)
     eq_cuda_buffer_free(&gemm.a);
     eq_cuda_buffer_free(&gemm.b);
     eq_cuda_buffer_free(&gemm.c);
+    eq_cuda_buffer_free(&gemm.p);
     eq_cuda_buffer_free(&gemm.workspace);
     gemm.ready = 0;
     pthread_mutex_unlock(&gemm_lock);
@@ -130,9 +134,44 @@ static eq_status open_locked(void)
     EQ_TRY(eq_cuda_buffer_reserve(&gemm.workspace, GEMM_WORKSPACE_BYTES, "the cuBLAS workspace"));
     EQ_CUBLAS_TRY(cublas.cublasSetWorkspace_v2(gemm.blas, gemm.workspace.ptr, gemm.workspace.bytes));
     EQ_CUBLAS_TRY(cublas.cublasSetAtomicsMode(gemm.blas, CUBLAS_ATOMICS_NOT_ALLOWED));
+    int version = 0;
+    EQ_CUBLAS_TRY(cublas.cublasGetVersion_v2(gemm.blas, &version));
+    eq_cuda_note_cublas_version(version);
     gemm.ready = 1;
 cleanup:
     if (st != EQ_OK && created) cublas.cublasDestroy_v2(gemm.blas);
+    return st;
+}
+
+/* C[M,N] = A[M,K] B[N,K]^T on packed device buffers, queued on the stream (waited for when
+ * EQUIV_CUDA_TIMES times it). Called with gemm_lock held, the device open. */
+static eq_status gemm_device_locked(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *dA, const void *dB,
+                                    void *dC)
+{
+    eq_status st = EQ_OK;
+    const double t0 = eq_cuda_timing() ? eq_cuda_now() : 0;
+    /* Row-major C[M,N] = A[M,K] B[N,K]^T is column-major C^T[N,M] = B^T[N,K]... as cuBLAS sees the
+     * packed buffers: B is a column-major K x N matrix (so op T), A a column-major K x M one. */
+    const int m = (int)N, n = (int)M, k = (int)K;
+    if (dt == EQ_FP64) {
+        const double one = 1.0, zero = 0.0;
+        EQ_CUBLAS_TRY(cublas.cublasSetMathMode(gemm.blas, CUBLAS_PEDANTIC_MATH));
+        EQ_CUBLAS_TRY(cublas.cublasDgemm_v2(gemm.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, dB, k, dA, k, &zero, dC, m));
+    } else {
+        const float one = 1.0f, zero = 0.0f;
+        const cudaDataType type = dt == EQ_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+        const cublasComputeType_t compute = dt == EQ_BF16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
+        const cublasMath_t bf16_math =
+            (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+        EQ_CUBLAS_TRY(cublas.cublasSetMathMode(gemm.blas, dt == EQ_BF16 ? bf16_math : CUBLAS_PEDANTIC_MATH));
+        EQ_CUBLAS_TRY(cublas.cublasGemmEx(gemm.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, dB, type, k, dA, type, k, &zero, dC,
+                                          type, m, compute, CUBLAS_GEMM_DEFAULT));
+    }
+    if (eq_cuda_timing()) {
+        EQ_CUDA_TRY(cudaStreamSynchronize(eq_cuda_stream()));
+        eq_cuda_time_add(EQ_CUDA_T_GEMM, eq_cuda_now() - t0, (size_t)(2 * M * N * K)); /* FLOPs */
+    }
+cleanup:
     return st;
 }
 
@@ -147,26 +186,47 @@ static eq_status gemm_locked(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
     EQ_TRY(eq_cuda_buffer_reserve(&gemm.c, (size_t)(M * N) * elem, "GEMM output C"));
     EQ_TRY(eq_cuda_upload_rows(gemm.a.ptr, A, (size_t)K * elem, (size_t)M, (size_t)lda * elem));
     EQ_TRY(eq_cuda_upload_rows(gemm.b.ptr, B, (size_t)K * elem, (size_t)N, (size_t)ldb * elem));
-    /* Row-major C[M,N] = A[M,K] B[N,K]^T is column-major C^T[N,M] = B^T[N,K]... as cuBLAS sees the
-     * packed buffers: B is a column-major K x N matrix (so op T), A a column-major K x M one. */
-    const int m = (int)N, n = (int)M, k = (int)K;
-    if (dt == EQ_FP64) {
-        const double one = 1.0, zero = 0.0;
-        EQ_CUBLAS_TRY(cublas.cublasSetMathMode(gemm.blas, CUBLAS_PEDANTIC_MATH));
-        EQ_CUBLAS_TRY(cublas.cublasDgemm_v2(gemm.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, gemm.b.ptr, k, gemm.a.ptr, k,
-                                  &zero, gemm.c.ptr, m));
-    } else {
-        const float one = 1.0f, zero = 0.0f;
-        const cudaDataType type = dt == EQ_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-        const cublasComputeType_t compute = dt == EQ_BF16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
-        const cublasMath_t bf16_math =
-            (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
-        EQ_CUBLAS_TRY(cublas.cublasSetMathMode(gemm.blas, dt == EQ_BF16 ? bf16_math : CUBLAS_PEDANTIC_MATH));
-        EQ_CUBLAS_TRY(cublas.cublasGemmEx(gemm.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, gemm.b.ptr, type, k, gemm.a.ptr,
-                                   type, k, &zero, gemm.c.ptr, type, m, compute, CUBLAS_GEMM_DEFAULT));
-    }
+    EQ_TRY(gemm_device_locked(dt, M, N, K, gemm.a.ptr, gemm.b.ptr, gemm.c.ptr));
     EQ_TRY(eq_cuda_download_rows(C, gemm.c.ptr, (size_t)N * elem, (size_t)M, (size_t)ldc * elem));
 cleanup:
+    return st;
+}
+
+/* One attention head on the device: scores[S,S] = Q K^T, P = the causal softmax of scores /
+ * sqrt(D), ctx = P V, with V given transposed (VT [D,S], packed) as eq_gemm hands it to gemm_nt.
+ * The same cuBLAS calls on the same packed shapes and the same softmax kernel as the three calls
+ * it replaces (so the same bits), but the two [S,S] matrices stay on the device: at S = 4096 they
+ * are 64x the bytes of Q, K, V and ctx together, and each crossed the bus twice. */
+static eq_status attention_head_locked(eq_dtype dt, int64_t S, int64_t D, const void *Q, const void *K,
+                                       int64_t qkv_ld, const void *VT, void *ctx, int64_t ctx_ld)
+{
+    eq_status st = EQ_OK;
+    const size_t elem = eq_dtype_size(dt);
+    EQ_TRY(open_locked());
+    EQ_TRY(eq_cuda_buffer_reserve(&gemm.a, (size_t)(S * D) * elem, "attention Q, then ctx"));
+    EQ_TRY(eq_cuda_buffer_reserve(&gemm.b, (size_t)(S * D) * elem, "attention K, then V^T"));
+    EQ_TRY(eq_cuda_buffer_reserve(&gemm.c, (size_t)(S * S) * elem, "attention scores"));
+    EQ_TRY(eq_cuda_buffer_reserve(&gemm.p, (size_t)(S * S) * elem, "attention probabilities"));
+    EQ_TRY(eq_cuda_upload_rows(gemm.a.ptr, Q, (size_t)D * elem, (size_t)S, (size_t)qkv_ld * elem));
+    EQ_TRY(eq_cuda_upload_rows(gemm.b.ptr, K, (size_t)D * elem, (size_t)S, (size_t)qkv_ld * elem));
+    EQ_TRY(gemm_device_locked(dt, S, S, D, gemm.a.ptr, gemm.b.ptr, gemm.c.ptr)); /* Q K^T */
+    EQ_CUDA_TRY(eq_cuda_causal_softmax((int)dt, S, D, gemm.c.ptr, gemm.p.ptr, eq_cuda_stream()));
+    EQ_TRY(eq_cuda_sync("the causal softmax kernel"));
+    EQ_TRY(eq_cuda_upload_rows(gemm.b.ptr, VT, (size_t)S * elem, (size_t)D, (size_t)S * elem));
+    EQ_TRY(gemm_device_locked(dt, S, D, S, gemm.p.ptr, gemm.b.ptr, gemm.a.ptr)); /* P V */
+    EQ_TRY(eq_cuda_download_rows(ctx, gemm.a.ptr, (size_t)D * elem, (size_t)S, (size_t)ctx_ld * elem));
+cleanup:
+    return st;
+}
+
+static eq_status cuda_attention_head(eq_dtype dt, int64_t S, int64_t D, const void *Q, const void *K, int64_t qkv_ld,
+                                     const void *VT, void *ctx, int64_t ctx_ld)
+{
+    if (S < 1 || D < 1 || qkv_ld < D || ctx_ld < D || S > INT32_MAX || (int)dt < 0 || (int)dt >= EQ_DTYPE_COUNT)
+        return EQ_FAIL(EQ_ERR_INTERNAL, "attention head with bad sizes S=%lld D=%lld", (long long)S, (long long)D);
+    pthread_mutex_lock(&gemm_lock);
+    eq_status st = attention_head_locked(dt, S, D, Q, K, qkv_ld, VT, ctx, ctx_ld);
+    pthread_mutex_unlock(&gemm_lock);
     return st;
 }
 
@@ -205,7 +265,43 @@ const eq_backend eq_backend_cuda = {
     .describe = cuda_describe,
     .release = cuda_release,
     .ops = &eq_backend_cuda_ops,
+    .attention_head = cuda_attention_head,
 };
+
+eq_status eq_backend_cuda_time_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, int reps, double *seconds)
+{
+    eq_status st = EQ_OK;
+    const size_t elem = eq_dtype_size(dt);
+    eq_cuda_buffer a = {0}, b = {0}, c = {0};
+    eq_tensor host = {0};
+    cudaEvent_t start = NULL, stop = NULL;
+    float ms = 0;
+    pthread_mutex_lock(&gemm_lock);
+    EQ_TRY(open_locked());
+    EQ_TRY(eq_tensor_init_2d(&host, dt, M > N ? M : N, K));
+    eq_rng_fill_normal(&host, 11, "bench", 1.0);
+    EQ_TRY(eq_cuda_buffer_reserve(&a, (size_t)(M * K) * elem, "bench A"));
+    EQ_TRY(eq_cuda_buffer_reserve(&b, (size_t)(N * K) * elem, "bench B"));
+    EQ_TRY(eq_cuda_buffer_reserve(&c, (size_t)(M * N) * elem, "bench C"));
+    EQ_TRY(eq_cuda_upload_rows(a.ptr, host.data, (size_t)(M * K) * elem, 1, (size_t)(M * K) * elem));
+    EQ_TRY(eq_cuda_upload_rows(b.ptr, host.data, (size_t)(N * K) * elem, 1, (size_t)(N * K) * elem));
+    EQ_CUDA_TRY(cudaEventCreate(&start));
+    EQ_CUDA_TRY(cudaEventCreate(&stop));
+    EQ_TRY(gemm_device_locked(dt, M, N, K, a.ptr, b.ptr, c.ptr)); /* warm-up: cuBLAS picks and loads its kernel */
+    EQ_CUDA_TRY(cudaEventRecord(start, eq_cuda_stream()));
+    for (int r = 0; r < reps; r++) EQ_TRY(gemm_device_locked(dt, M, N, K, a.ptr, b.ptr, c.ptr));
+    EQ_CUDA_TRY(cudaEventRecord(stop, eq_cuda_stream()));
+    EQ_CUDA_TRY(cudaEventSynchronize(stop));
+    EQ_CUDA_TRY(cudaEventElapsedTime(&ms, start, stop));
+    *seconds = 1e-3 * (double)ms / reps;
+cleanup:
+    if (start != NULL) cudaEventDestroy(start);
+    if (stop != NULL) cudaEventDestroy(stop);
+    eq_cuda_buffer_free(&a), eq_cuda_buffer_free(&b), eq_cuda_buffer_free(&c);
+    eq_tensor_free(&host);
+    pthread_mutex_unlock(&gemm_lock);
+    return st;
+}
 
 eq_status eq_backend_cuda_open(void)
 {

@@ -38,6 +38,19 @@ int eq_cuda_available(const char **why);
 /* Under a multi-process transport: this process's rank, named in every device error from here on
  * ("rank 3/8: cudaMalloc ..."). */
 void eq_cuda_set_rank(int rank, int size);
+/* Where the device time goes, when EQUIV_CUDA_TIMES is set (any value): copies host -> device and
+ * back (bytes and seconds), cuBLAS GEMMs and the ops' kernels (seconds, each waited for, so the
+ * times add up to the wall time they took). Printed to stderr as one line by eq_cuda_close. The
+ * waits change no result: every call is ordered on the one stream anyway. */
+typedef enum { EQ_CUDA_T_UPLOAD, EQ_CUDA_T_DOWNLOAD, EQ_CUDA_T_GEMM, EQ_CUDA_T_KERNEL, EQ_CUDA_T_COUNT } eq_cuda_time_kind;
+int eq_cuda_timing(void);
+/* Monotonic seconds, for the callers that time a span. */
+double eq_cuda_now(void);
+void eq_cuda_time_add(eq_cuda_time_kind kind, double seconds, size_t bytes); /* GEMMs: FLOPs in bytes' place */
+
+/* Called by the cuBLAS backend once it has loaded cuBLAS (cublasGetVersion's number), so that
+ * eq_gpu_describe (models/backend.h) can name it. */
+void eq_cuda_note_cublas_version(int version);
 /* Destroys the stream. Safe to call twice. Buffers are freed by their owners first. */
 void eq_cuda_close(void);
 

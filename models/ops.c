@@ -8,6 +8,7 @@
 #include "models/ops.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <tgmath.h>
 
 #include "harness/bf16.h"
@@ -301,12 +302,36 @@ static eq_status check_attention_extents(const char *what, int64_t S, int64_t B,
     return EQ_OK;
 }
 
+/* Through the backend's one-head op: V transposed here as eq_gemm would before its gemm_nt. */
+static eq_status attention_forward_fused(const eq_backend *be, eq_dtype dt, int64_t S, int64_t B, int64_t heads,
+                                         int64_t D, void *ctx, const void *qkv)
+{
+    eq_status st = EQ_OK;
+    const size_t elem = eq_dtype_size(dt);
+    char *VT = malloc((size_t)(D * S) * elem); /* [D, S] */
+    if (VT == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "attention: no memory for a [%lld, %lld] V^T", (long long)D, (long long)S);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < heads; h++) {
+            const head_slices s = slices_of(B, heads, D, b, h);
+            const char *V = element(dt, qkv, s.v);
+            for (int64_t i = 0; i < S; i++)
+                for (int64_t d = 0; d < D; d++)
+                    memcpy(VT + (size_t)(d * S + i) * elem, V + (size_t)(i * s.qkv_ld + d) * elem, elem);
+            EQ_TRY(be->attention_head(dt, S, D, element(dt, qkv, s.q), element(dt, qkv, s.k), s.qkv_ld, VT,
+                                      element_mut(dt, ctx, s.ctx), s.ctx_ld));
+        }
+cleanup:
+    free(VT);
+    return st;
+}
+
 eq_status eq_attention_forward(const eq_backend *be, eq_dtype dt, int64_t S, int64_t B, int64_t heads, int64_t D,
                                void *ctx, const void *qkv)
 {
     int empty = 0;
     eq_status st = check_attention_extents("attention", S, B, heads, D, &empty);
     if (st != EQ_OK || empty) return st;
+    if (be->attention_head != NULL) return attention_forward_fused(be, dt, S, B, heads, D, ctx, qkv);
     const size_t square = (size_t)(S * S) * eq_dtype_size(dt);
     void *scores = malloc(square), *P = malloc(square); /* [S, S] each, dt */
     void *exps = malloc((size_t)S * sizeof(double));     /* [S] of the acc type */

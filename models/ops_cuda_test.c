@@ -132,6 +132,34 @@ static void check_softmax(eq_dtype dt, int64_t S, int64_t D)
     eq_tensor_free(&scores), eq_tensor_free(&cpu), eq_tensor_free(&gpu);
 }
 
+/* The fused head (eq_backend_cuda.attention_head: scores and P kept on the device) against the
+ * same backend op by op (GEMM, softmax, GEMM, each through host memory): bit for bit, since the
+ * cuBLAS calls and the kernel are the same. Planted: one V element changed for the fused run. */
+static void check_attention_fused(eq_dtype dt, int64_t S, int64_t B, int64_t heads, int64_t D)
+{
+    eq_backend op_by_op = eq_backend_cuda;
+    op_by_op.attention_head = NULL;
+    eq_tensor qkv, fused, unfused;
+    eq_tensor_init_2d(&qkv, dt, S, B * heads * 3 * D);
+    eq_tensor_init_2d(&fused, dt, S, B * heads * D);
+    eq_tensor_init_2d(&unfused, dt, S, B * heads * D);
+    eq_rng_fill_normal(&qkv, 8, "qkv", 1.0);
+    EQ_EXPECT_OK(eq_attention_forward(&eq_backend_cuda, dt, S, B, heads, D, fused.data, qkv.data));
+    EQ_EXPECT_OK(eq_attention_forward(&op_by_op, dt, S, B, heads, D, unfused.data, qkv.data));
+    size_t differ = bits_differ(dt, fused.data, unfused.data, (size_t)eq_tensor_numel(&fused));
+    printf("attention %s S=%lld B=%lld heads=%lld D=%lld: fused head vs op by op, %zu elements differ\n",
+           eq_dtype_name(dt), (long long)S, (long long)B, (long long)heads, (long long)D, differ);
+    EQ_EXPECT(differ == 0, "attention %s: the fused head differs from op by op in %zu elements", eq_dtype_name(dt),
+              differ);
+    /* V of the last head, row S-1, first element: [S, B, heads, 3, D] */
+    const int64_t v_last = (S - 1) * B * heads * 3 * D + (B * heads - 1) * 3 * D + 2 * D;
+    eq_tensor_set(&qkv, v_last, eq_tensor_get(&qkv, v_last) + 1.0);
+    EQ_EXPECT_OK(eq_attention_forward(&eq_backend_cuda, dt, S, B, heads, D, fused.data, qkv.data));
+    EQ_EXPECT(bits_differ(dt, fused.data, unfused.data, (size_t)eq_tensor_numel(&fused)) > 0,
+              "attention %s: a planted change went unseen", eq_dtype_name(dt));
+    eq_tensor_free(&qkv), eq_tensor_free(&fused), eq_tensor_free(&unfused);
+}
+
 int main(void)
 {
     const char *why = "";
@@ -147,6 +175,8 @@ int main(void)
         check_gelu(dtypes[d], 100000);
         check_softmax(dtypes[d], 64, 64);
         check_softmax(dtypes[d], 257, 80);
+        check_attention_fused(dtypes[d], 64, 2, 3, 16);
+        check_attention_fused(dtypes[d], 300, 1, 2, 64);
     }
     eq_backend_cuda.release();
     return eq_test_finish("ops_cuda_test");

@@ -50,9 +50,14 @@ static eq_status fold_on_device(eq_algo algo, eq_dtype dt, eq_redop op, int n, c
     EQ_TRY(eq_cuda_buffer_reserve(&fold_dev.rows, (size_t)n * bytes, "the members of a simulated collective"));
     EQ_TRY(eq_cuda_buffer_reserve(&fold_dev.out, bytes, "the result of a simulated collective"));
     if (count == 0) return EQ_OK;
+    const double t0 = eq_cuda_timing() ? eq_cuda_now() : 0;
     for (int k = 0; k < n; k++)
         EQ_CUDA_TRY(cudaMemcpyAsync((char *)fold_dev.rows.ptr + (size_t)k * bytes, in[k], bytes, cudaMemcpyHostToDevice,
                                     eq_cuda_stream()));
+    if (eq_cuda_timing()) { /* the uploads apart from the fold (models/cuda_device.h) */
+        EQ_CUDA_TRY(cudaStreamSynchronize(eq_cuda_stream()));
+        eq_cuda_time_add(EQ_CUDA_T_UPLOAD, eq_cuda_now() - t0, (size_t)n * bytes);
+    }
     if (n == 1) { /* one member: its input unchanged, for SUM and AVG alike (as fold.c) */
         EQ_CUDA_TRY(cudaMemcpyAsync(fold_dev.out.ptr, fold_dev.rows.ptr, bytes, cudaMemcpyDeviceToDevice,
                                     eq_cuda_stream()));

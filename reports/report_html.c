@@ -397,6 +397,18 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
         eq_svg_escape(out, c->grad_tol.source[0] ? c->grad_tol.source : "no source given");
         fprintf(out, ").</p>\n");
     }
+    const eq_run_meta *r = &c->ref_meta;
+    if (t->gpu[0] != '\0' || r->gpu[0] != '\0') {
+        fprintf(out, "<p class=\"note\">GPU: ");
+        if (strcmp(t->gpu, r->gpu) == 0) eq_svg_escape(out, t->gpu);
+        else {
+            fprintf(out, "this run ");
+            eq_svg_escape(out, t->gpu[0] ? t->gpu : "none");
+            fprintf(out, "; the reference ");
+            eq_svg_escape(out, r->gpu[0] ? r->gpu : "none");
+        }
+        fprintf(out, ".</p>\n");
+    }
     write_findings(out, c);
     write_params_line(out, c);
     if (count_role(c, EQ_ROLE_ACTIVATION) > 0) EQ_TRY(write_plot(out, c, EQ_ROLE_ACTIVATION, "activations"));

@@ -320,6 +320,10 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c)
         fprintf(out, "Gradients: tolerance `%s`: `|d| <= %g%s + %g |ref|` (%s).\n\n", c->grad_tol.name, c->grad_tol.atol,
                 c->grad_tol.atol_scale == EQ_ATOL_REF_RMS ? " rms(ref)" : "", c->grad_tol.rtol,
                 c->grad_tol.source[0] ? c->grad_tol.source : "no source given");
+    if (t->gpu[0] != '\0' && strcmp(t->gpu, r->gpu) == 0) fprintf(out, "GPU: %s.\n\n", t->gpu);
+    else if (t->gpu[0] != '\0' || r->gpu[0] != '\0')
+        fprintf(out, "GPU: this run %s; the reference %s.\n\n", t->gpu[0] ? t->gpu : "none",
+                r->gpu[0] ? r->gpu : "none");
     write_tensor_expectations(out, c);
     write_runs(out, c);
     write_findings(out, c);

@@ -235,6 +235,33 @@ static void test_json(const eq_comparison *cmps, int n)
     json_decref(root);
 }
 
+/* A run on a GPU names it (model, driver, library versions) in Markdown, HTML and JSON; a CPU run
+ * prints no GPU line. */
+static void test_gpu_line(eq_comparison *c)
+{
+    static const char gpu[] = "NVIDIA H200 (sm_90, 132 SMs, 139 GiB), driver 580.159.04 (CUDA 13.0), cuBLAS 13.1.0";
+    char *text = NULL;
+    size_t size = 0;
+    for (int on_gpu = 0; on_gpu < 2; on_gpu++) {
+        snprintf(c->test_meta.gpu, sizeof c->test_meta.gpu, "%s", on_gpu ? gpu : "");
+        snprintf(c->ref_meta.gpu, sizeof c->ref_meta.gpu, "%s", on_gpu ? gpu : "");
+        for (int format = 0; format < 3; format++) {
+            FILE *f = open_memstream(&text, &size);
+            EQ_EXPECT(f != NULL, "open_memstream");
+            if (f == NULL) return;
+            EQ_EXPECT_OK(format == 0 ? eq_report_markdown(f, c, 1) : format == 1 ? eq_report_html(f, c, 1)
+                                                                                 : eq_report_json(f, c, 1));
+            fclose(f);
+            const char *at = strstr(text, format == 2 ? "\"gpu\": \"NVIDIA H200" : "GPU: NVIDIA H200 (sm_90");
+            EQ_EXPECT(on_gpu ? at != NULL : at == NULL && strstr(text, "GPU:") == NULL && strstr(text, "\"gpu\"") == NULL,
+                      "format %d, on_gpu %d: GPU line %s", format, on_gpu, at ? "present" : "absent");
+            free(text);
+            text = NULL;
+        }
+    }
+    c->test_meta.gpu[0] = c->ref_meta.gpu[0] = '\0';
+}
+
 int main(void)
 {
     eq_comparison cmps[2];
@@ -265,6 +292,7 @@ int main(void)
     EQ_EXPECT(strcmp(eq_report_format_share(1e-5, value, sizeof value), "<0.01%") == 0, "'%s'", value);
     test_markdown(cmps, 2);
     test_json(cmps, 2);
+    test_gpu_line(&cmps[1]);
     eq_comparison_free(&cmps[0]);
     eq_comparison_free(&cmps[1]);
     return eq_test_finish("report_test");
