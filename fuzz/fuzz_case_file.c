@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         static const char *const names[] = {"ci_fc1_grad", "out", "fc2_out.imp_min", ""};
         for (int d = 0; d < c.n_dtypes; d++)
             for (int l = 0; l < c.n_layouts; l++) {
-                (void)eq_case_expectation(&c, c.dtypes[d], c.layouts[l]);
+                (void)eq_case_expectation(&c, "cuda", c.dtypes[d], c.layouts[l]);
                 eq_expect e;
                 for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
                     (void)eq_case_tensor_expectation(&c, "avg", c.layouts[l], names[n], &e);

@@ -486,14 +486,17 @@ int64_t eq_size_get_or(const eq_case_size *s, const char *key, int64_t fallback)
     return fallback;
 }
 
-eq_expect eq_case_expectation(const eq_case *c, eq_dtype dt, eq_layout l)
+eq_expect eq_case_expectation(const eq_case *c, const char *backend, eq_dtype dt, eq_layout l)
 {
     if (l.dp == 1 && l.tp == 1) return EQ_EXPECT_BIT_EXACT;
-    char layout[32], both[EQ_CASE_KEY_MAX + 32];
+    char layout[32], both[EQ_CASE_KEY_MAX + 32], on[4][EQ_CASE_KEY_MAX + 64];
     eq_layout_name(l, layout, sizeof layout);
     snprintf(both, sizeof both, "%s.%s", eq_dtype_name(dt), layout);
-    const char *keys[] = {both, layout, eq_dtype_name(dt), "default"};
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+    const char *plain[] = {both, layout, eq_dtype_name(dt), "default"};
+    for (int k = 0; k < 4; k++) snprintf(on[k], sizeof on[k], "%s.%s", backend != NULL ? backend : "", plain[k]);
+    const int with_backend = backend != NULL && backend[0] != '\0';
+    const char *keys[] = {on[0], on[1], on[2], on[3], plain[0], plain[1], plain[2], plain[3]};
+    for (size_t k = with_backend ? 0 : 4; k < sizeof keys / sizeof keys[0]; k++)
         for (int i = 0; i < c->n_expects; i++)
             if (strcmp(c->expects[i].key, keys[k]) == 0) return c->expects[i].expect;
     return EQ_EXPECT_WITHIN;

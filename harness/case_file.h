@@ -17,7 +17,7 @@
  *   bf16.grad = ...                     ; optional: the entry for gradients (default: the dtype's)
  *
  *   [expect]                            ; most specific key wins: bf16.dp1-tp4, dp1-tp4, bf16, default
- *   default = within
+ *   default = within                    ; each also as BACKEND.KEY (cuda.default), which wins on it
  *
  * Values are bit_exact, within, differs, must_fail (harness/tolerance.h).
  *
@@ -121,9 +121,10 @@ eq_status eq_size_get(const eq_case_size *s, const char *key, int64_t *out);
 /* A size parameter, or `fallback` when the size does not set it. */
 int64_t eq_size_get_or(const eq_case_size *s, const char *key, int64_t fallback);
 
-/* What the case expects for (dtype, layout). The reference layout compared with itself is a
+/* What the case expects for (dtype, layout) on `backend` ("cpu", "cuda"; NULL or "": any): keys
+ * prefixed with the backend's name ("cuda.dp1-tp4", "cuda.default") come first. The reference layout compared with itself is a
  * determinism check and always bit_exact. */
-eq_expect eq_case_expectation(const eq_case *c, eq_dtype dt, eq_layout l);
+eq_expect eq_case_expectation(const eq_case *c, const char *backend, eq_dtype dt, eq_layout l);
 
 /* The [expect.<grads>] line for tensor `name` (the part after layers/NN/) in layout l: 1 and *out
  * when one matches (only where l.dp > 1), else 0. */

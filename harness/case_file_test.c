@@ -184,7 +184,8 @@ int main(void)
 
     /* A good file and what it says. */
     EQ_EXPECT_OK(eq_case_load(write_case("good", GOOD_HEAD GOOD_SIZE GOOD_TOL
-                                         "[expect]\ndefault = within\ndp1-tp4 = differs\nbf16.dp1-tp4 = must_fail\n"),
+                                         "[expect]\ndefault = within\ndp1-tp4 = differs\nbf16.dp1-tp4 = must_fail\n"
+                                         "cuda.fp32 = bit_exact\n"),
                               &c));
     EQ_EXPECT(strcmp(c.name, "good") == 0 && c.n_dtypes == 2 && c.n_layouts == 2, "parsed %s %d %d", c.name,
               c.n_dtypes, c.n_layouts);
@@ -195,10 +196,15 @@ int main(void)
     EQ_EXPECT(strstr(eq_error_message(), "hidden") != NULL, "missing size not named");
     eq_error_clear();
     /* Most specific first; the reference against itself is always bit-exact. */
-    EQ_EXPECT(eq_case_expectation(&c, EQ_BF16, (eq_layout){1, 4}) == EQ_EXPECT_MUST_FAIL, "dtype.layout key");
-    EQ_EXPECT(eq_case_expectation(&c, EQ_FP32, (eq_layout){1, 4}) == EQ_EXPECT_DIFFERS, "layout key");
-    EQ_EXPECT(eq_case_expectation(&c, EQ_FP32, (eq_layout){1, 2}) == EQ_EXPECT_WITHIN, "default key");
-    EQ_EXPECT(eq_case_expectation(&c, EQ_FP32, (eq_layout){1, 1}) == EQ_EXPECT_BIT_EXACT, "reference");
+    EQ_EXPECT(eq_case_expectation(&c, "cpu", EQ_BF16, (eq_layout){1, 4}) == EQ_EXPECT_MUST_FAIL, "dtype.layout key");
+    EQ_EXPECT(eq_case_expectation(&c, "cpu", EQ_FP32, (eq_layout){1, 4}) == EQ_EXPECT_DIFFERS, "layout key");
+    EQ_EXPECT(eq_case_expectation(&c, "cpu", EQ_FP32, (eq_layout){1, 2}) == EQ_EXPECT_WITHIN, "default key");
+    EQ_EXPECT(eq_case_expectation(&c, "cpu", EQ_FP32, (eq_layout){1, 1}) == EQ_EXPECT_BIT_EXACT, "reference");
+    /* A backend's key wins on that backend only, over every plain key. */
+    EQ_EXPECT(eq_case_expectation(&c, "cuda", EQ_FP32, (eq_layout){1, 4}) == EQ_EXPECT_BIT_EXACT, "backend key");
+    EQ_EXPECT(eq_case_expectation(&c, "cuda", EQ_BF16, (eq_layout){1, 4}) == EQ_EXPECT_MUST_FAIL, "other dtype");
+    EQ_EXPECT(eq_case_expectation(&c, NULL, EQ_FP32, (eq_layout){1, 4}) == EQ_EXPECT_DIFFERS,
+              "no backend");
 
     /* A gradient tolerance entry per dtype. */
     EQ_EXPECT_OK(eq_case_load(write_case("grads", GOOD_HEAD GOOD_SIZE GOOD_TOL "bf16.grad = bf16_grads\n"), &c));

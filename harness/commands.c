@@ -306,7 +306,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
             } else {
                 EQ_TRY(run_and_dump(cli, &out, &spec, &test));
             }
-            eq_expect expect = eq_case_expectation(kase, dtypes[i], layouts[j]);
+            eq_expect expect = eq_case_expectation(kase, spec.step.backend->name, dtypes[i], layouts[j]);
             eq_progress_phase(&progress, "compare with dp1-tp1", 0, 0, -1.0);
             EQ_TRY(eq_compare_runs(&ref, &test, &tols[dtypes[i]], &grad_tols[dtypes[i]], expect,
                                                &cmps[n_cmps]));
@@ -472,7 +472,8 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     EQ_TRY(compare_tolerances(cli, &paths, table, kase, known_case, ref.meta.dtype, &tol, &grad_tol));
     eq_expect expect = EQ_EXPECT_WITHIN;
     if (cli->has_expect) expect = cli->expect;
-    else if (known_case) expect = eq_case_expectation(kase, ref.meta.dtype, (eq_layout){test.meta.dp, test.meta.tp});
+    else if (known_case) expect = eq_case_expectation(kase, test.meta.backend, ref.meta.dtype,
+                                                       (eq_layout){test.meta.dp, test.meta.tp});
 
     eq_progress_phase(&progress, "compare", 0, 0, -1.0);
     EQ_TRY(eq_compare_runs(&ref, &test, &tol, &grad_tol, expect, &cmp));

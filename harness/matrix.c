@@ -203,7 +203,7 @@ static eq_status run_cells(const eq_matrix_options *opt, const eq_case *cases, c
         snprintf(row->case_name, sizeof row->case_name, "%s", kase->name);
         row->dtype = p->dtype;
         row->layout = p->layout;
-        row->expected = eq_case_expectation(kase, p->dtype, p->layout);
+        row->expected = eq_case_expectation(kase, spec.step.backend->name, p->dtype, p->layout);
         eq_progress_phase(opt->progress, "compare with dp1-tp1", 0, 0, -1.0);
         EQ_TRY(eq_compare_runs(&ref, &test, &p->tol, &p->grad_tol, row->expected, &m->comparisons[i]));
         m->count = i + 1;

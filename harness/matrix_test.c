@@ -52,7 +52,7 @@ static void check_rows(const eq_matrix *m)
                   row->case_name, eq_dtype_name(row->dtype));
         EQ_EXPECT(strcmp(layout, want_rows[i].layout) == 0, "row %d: %s, want %s", i, layout, want_rows[i].layout);
         EQ_EXPECT(row->expected == want_rows[i].expect, "%s expected %s", layout, eq_expect_name(row->expected));
-        EQ_EXPECT(row->expected == eq_case_expectation(kase, EQ_FP32, row->layout), "%s: not the case file's", layout);
+        EQ_EXPECT(row->expected == eq_case_expectation(kase, "cpu", EQ_FP32, row->layout), "%s: not the case file's", layout);
         EQ_EXPECT(row->observed == want_rows[i].observed, "%s observed %s", layout, eq_observed_name(row->observed));
         EQ_EXPECT(row->as_expected && row->n_unexpected == 0, "%s: %d unexpected", layout, row->n_unexpected);
         EQ_EXPECT(row->n_tensors == c->count && c->count == 3, "%s: %d tensors", layout, c->count);
