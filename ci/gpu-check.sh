@@ -10,7 +10,13 @@
 #      dumps compared (`equiv compare`) in fp32 and bf16;
 #   4. the docs sizes on the GPU: row_parallel --size docs and gpt --size docs (forward only,
 #      each under a time limit).
+#   5. where the GPU time goes (EQUIV_CUDA_TIMES=1 on the docs runs: copies, cuBLAS, kernels) and
+#      cuBLAS's throughput on the docs GEMM shapes against this GPU's square-GEMM peak
+#      (gemm_cuda_bench).
 # Usage: ci/gpu-check.sh [OUT_DIR]   (default gpu-check/); everything is also logged in OUT_DIR/log.
+# A machine without meson (or EQUIV_GPU_PREBUILT=1) runs a build made elsewhere, as it is:
+# EQUIV_GPU_BUILD names its folder (equiv, the tests, gemm_cuda_bench); EQUIV_HOME the source tree.
+# EQUIV_GPU_DOCS_TIMEOUT (seconds, default 1800) limits each docs run.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -33,10 +39,16 @@ run() { # run CMD...: print it, run it, print its exit status
 echo "== device"
 run nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv
 build=${EQUIV_GPU_BUILD:-build-gpu} # an existing build folder may be named
-if [ -f "$build/build.ninja" ]; then meson configure "$build" -Dcuda=enabled >/dev/null; else
-    meson setup "$build" -Dcuda=enabled -Dwerror=true >/dev/null || { echo "meson setup failed"; exit 1; }
+if [ "${EQUIV_GPU_PREBUILT:-}" = 1 ] || ! command -v meson >/dev/null; then
+    [ -x "$build/equiv" ] || { echo "no meson here and no prebuilt $build/equiv"; exit 1; }
+    echo "(prebuilt: $build)"
+else
+    if [ -f "$build/build.ninja" ]; then meson configure "$build" -Dcuda=enabled >/dev/null; else
+        meson setup "$build" -Dcuda=enabled -Dwerror=true >/dev/null || { echo "meson setup failed"; exit 1; }
+    fi
+    meson compile -C "$build" >/dev/null || { echo "build failed"; exit 1; }
 fi
-meson compile -C "$build" >/dev/null || { echo "build failed"; exit 1; }
+docs_timeout=${EQUIV_GPU_DOCS_TIMEOUT:-1800}
 equiv="$build/equiv"
 
 echo "== 1. CUDA unit tests"
@@ -96,10 +108,16 @@ for kase in column_parallel row_parallel mlp_stack gpt; do
     done
 done
 
-echo "== 4. docs sizes on the GPU"
-run timeout 1800 "$equiv" --case row_parallel --size docs --tp 4 --backend cuda --out "$out/row_parallel-docs"
-run timeout 3600 "$equiv" --case gpt --size docs --tp 4 --dtype bf16 --forward-only --backend cuda \
+echo "== 4. docs sizes on the GPU (wall time; EQUIV_CUDA_TIMES: where the device time goes)"
+timed() { local t0=$SECONDS; run "$@"; echo "[wall $((SECONDS - t0)) s]"; }
+export EQUIV_CUDA_TIMES=1
+timed timeout "$docs_timeout" "$equiv" --case row_parallel --size docs --tp 4 --backend cuda --out "$out/row_parallel-docs"
+timed timeout "$docs_timeout" "$equiv" --case gpt --size docs --tp 4 --dtype bf16 --forward-only --backend cuda \
     --out "$out/gpt-docs"
+unset EQUIV_CUDA_TIMES
+
+echo "== 5. cuBLAS on the docs GEMM shapes, against this GPU's square-GEMM peak"
+[ -x "$build/gemm_cuda_bench" ] && run "$build/gemm_cuda_bench"
 
 echo
 [ "$status" -eq 0 ] && echo "gpu-check: every command exited 0" || echo "gpu-check: some command failed (see above)"
