@@ -4,17 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/bf16.h"
-
-double spd_rnd(eq_dtype dt, double x)
-{
-    switch (dt) {
-    case EQ_FP32: return (double)(float)x; /* C's conversion rounds to nearest even */
-    case EQ_BF16: return (double)eq_bf16_to_f32(eq_f64_to_bf16(x));
-    case EQ_FP64: return x;
-    }
-    return x;
-}
 
 eq_status spd_tp_sum(const spd_ctx *ctx, const double *parts, int64_t n, double *out)
 {

@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 
+#include "harness/bf16.h"
 #include "harness/tensor.h"
 #include "reductions/collectives.h"
 
@@ -33,8 +34,19 @@ typedef struct {
                                       step; 0 in the finite-difference tests (the true derivative) */
 } spd_ctx;
 
-/* x rounded once (nearest even) to dt. */
-double spd_rnd(eq_dtype dt, double x);
+/* x rounded once (nearest even) to dt. Inline: called once per stored element. The build's
+ * -ffp-contract=off keeps an inlined rounding from merging with the product or sum around it (a
+ * fused multiply-add would round once where the step rounds twice), and x86-64's SSE2 arithmetic
+ * has no excess precision (FLT_EVAL_METHOD 0), so inlined or called, the value is the same. */
+static inline double spd_rnd(eq_dtype dt, double x)
+{
+    switch (dt) {
+    case EQ_FP32: return (double)(float)x; /* C's conversion rounds to nearest even */
+    case EQ_BF16: return (double)eq_bf16_to_f32(eq_f64_to_bf16(x));
+    case EQ_FP64: return x;
+    }
+    return x;
+}
 
 /* First component of tp rank r: r C / tp. */
 static inline int64_t spd_c0(int64_t C, int tp, int r) { return (int64_t)r * C / tp; }
