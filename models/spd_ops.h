@@ -6,6 +6,8 @@
  * tests. Each output element is one sum accumulated in fp64 in ascending index order, so a value
  * depends on its data only, never on how many tokens a replica holds; what a layout changes is
  * which partial sums are rounded and then all-reduced (over tp here, over dp in models/spd.c).
+ * The sums run in models/spd_rows.h's loops (unit-stride, vectorised, threaded), which keep that
+ * order element by element.
  *
  * Letters: T tokens of this replica (batch rows x positions, row-major [b, s]), D d_in, O d_out,
  * C components of a site, H hidden width of the causal-importance (CI) function.
@@ -90,7 +92,7 @@ void spd_mask_backward(eq_dtype dt, int64_t n, double *dci, double *ds, const do
                        const double *s);
 
 /* out[T, N] = x[T, K] W[N, K]^T (the target's frozen linears, torch.nn.Linear's weight layout). */
-void spd_linear_nt(eq_dtype dt, int64_t T, int64_t K, int64_t N, double *out, const double *x, const double *W);
+eq_status spd_linear_nt(eq_dtype dt, int64_t T, int64_t K, int64_t N, double *out, const double *x, const double *W);
 
 /* A decomposed site: V [D, C], U [C, O], target W [O, D], and E = W^T - V U [D, O] (Delta^T).
  * spd_delta: E from the tp partials V_r U_r, SUM all-reduced, subtracted from W^T. */

@@ -169,9 +169,9 @@ eq_status spd_replica_forward(const spd_ctx *ctx, const spd_sizes *z, const spd_
     for (int64_t l = 0; l < z->layers; l++) {
         const spd_site_params *fc = &sites[2 * l], *dn = &sites[2 * l + 1];
         spd_rmsnorm_forward(dt, T, M, rep->x[2 * l], rstd, h);
-        spd_linear_nt(dt, T, M, F, f, rep->x[2 * l], fc->W);
+        EQ_TRY(spd_linear_nt(dt, T, M, F, f, rep->x[2 * l], fc->W));
         spd_gelu_tanh_forward(dt, T * F, rep->x[2 * l + 1], f);
-        spd_linear_nt(dt, T, F, M, o, rep->x[2 * l + 1], dn->W);
+        EQ_TRY(spd_linear_nt(dt, T, F, M, o, rep->x[2 * l + 1], dn->W));
         for (int64_t i = 0; i < T * M; i++) h[i] = spd_rnd(dt, h[i] + o[i]);
     }
     memcpy(rep->y_target, h, (size_t)(T * M) * sizeof *h);
