@@ -35,6 +35,28 @@ static inline void row_axpy(int64_t n, double *restrict acc, double a, const dou
     for (; j < n; j++) acc[j] += a * b[j];
 }
 
+/* Four steps of row_axpy at once, in order: acc[j] = (((acc[j] + a[0] b0[j]) + a[1] b1[j]) +
+ * a[2] b2[j]) + a[3] b3[j], each product and sum rounded, acc read and written once. */
+static inline void row_axpy4(int64_t n, double *restrict acc, const double *a, const double *restrict b0,
+                             const double *restrict b1, const double *restrict b2, const double *restrict b3)
+{
+    const v4d a0 = {a[0], a[0], a[0], a[0]}, a1 = {a[1], a[1], a[1], a[1]};
+    const v4d a2 = {a[2], a[2], a[2], a[2]}, a3 = {a[3], a[3], a[3], a[3]};
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        v4d sum, v0, v1, v2, v3;
+        memcpy(&sum, acc + j, sizeof sum);
+        memcpy(&v0, b0 + j, sizeof v0), memcpy(&v1, b1 + j, sizeof v1);
+        memcpy(&v2, b2 + j, sizeof v2), memcpy(&v3, b3 + j, sizeof v3);
+        sum += a0 * v0;
+        sum += a1 * v1;
+        sum += a2 * v2;
+        sum += a3 * v3;
+        memcpy(acc + j, &sum, sizeof sum);
+    }
+    for (; j < n; j++) acc[j] = (((acc[j] + a[0] * b0[j]) + a[1] * b1[j]) + a[2] * b2[j]) + a[3] * b3[j];
+}
+
 typedef struct {
     int64_t K, N, lda, ldb;
     const double *a, *B;
@@ -50,8 +72,11 @@ SPD_ROWS_WIDE static void mm_range(void *arg, int64_t t0, int64_t t1)
         double *restrict acc = j->out + t * j->N;
         memset(acc, 0, (size_t)j->N * sizeof *acc);
         if (j->keep != NULL && (j->keep[t] != 0) != (j->want != 0)) continue;
-        const double *at = j->a + t * j->lda;
-        for (int64_t k = 0; k < j->K; k++) row_axpy(j->N, acc, at[k], j->B + k * j->ldb);
+        const double *at = j->a + t * j->lda, *B = j->B;
+        const int64_t ldb = j->ldb;
+        int64_t k = 0;
+        for (; k + 4 <= j->K; k += 4) row_axpy4(j->N, acc, at + k, B + k * ldb, B + (k + 1) * ldb, B + (k + 2) * ldb, B + (k + 3) * ldb);
+        for (; k < j->K; k++) row_axpy(j->N, acc, at[k], B + k * ldb);
     }
 }
 
@@ -74,18 +99,28 @@ typedef struct {
     double *out;
 } outer_job;
 
-/* Output rows [i0, i1): tokens outer, so dy's row is read once per token and the block of sums
- * stays in cache. */
+/* Output rows [i0, i1): tokens outer, four at a time, so dy's rows are read once per four tokens
+ * and the block of sums stays in cache. */
 SPD_ROWS_WIDE static void outer_range(void *arg, int64_t i0, int64_t i1)
 {
     const outer_job *j = arg;
     memset(j->out + i0 * j->N, 0, (size_t)((i1 - i0) * j->N) * sizeof *j->out);
-    for (int64_t t = 0; t < j->T; t++) {
-        if (j->keep != NULL && !j->keep[t]) continue;
-        const double *xt = j->x + t * j->ldx, *dyt = j->dy + t * j->ldy;
+    int64_t t = 0;
+    for (;;) {
+        int64_t ts[4]; /* the next (up to) four tokens in the sum, in order */
+        int m = 0;
+        for (; t < j->T && m < 4; t++)
+            if (j->keep == NULL || j->keep[t]) ts[m++] = t;
+        if (m == 0) break;
         for (int64_t i = i0; i < i1; i++) {
-            const double a = j->s != NULL ? xt[i] * j->s[t] : xt[i];
-            row_axpy(j->N, j->out + i * j->N, a, dyt);
+            double a[4];
+            for (int q = 0; q < m; q++) a[q] = j->s != NULL ? j->x[ts[q] * j->ldx + i] * j->s[ts[q]] : j->x[ts[q] * j->ldx + i];
+            double *acc = j->out + i * j->N;
+            if (m == 4)
+                row_axpy4(j->N, acc, a, j->dy + ts[0] * j->ldy, j->dy + ts[1] * j->ldy, j->dy + ts[2] * j->ldy,
+                          j->dy + ts[3] * j->ldy);
+            else
+                for (int q = 0; q < m; q++) row_axpy(j->N, acc, a[q], j->dy + ts[q] * j->ldy);
         }
     }
 }

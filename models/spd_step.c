@@ -393,8 +393,8 @@ eq_status spd_replica_losses(const spd_ctx *ctx, const spd_sizes *z, const spd_s
     for (int s = 0; conv->faith_here && s < rep->n_sites; s++) {
         double l = 0;
         const spd_site_params *q = &sites[s];
-        spd_faithfulness(dt, q->D, q->O, q->C, q->V, q->U, rep->E[s], numel, SPD_COEF_FAITH, &l,
-                         rep->grads[SPD_FAITH][s].V, rep->grads[SPD_FAITH][s].U);
+        EQ_TRY(spd_faithfulness(dt, q->D, q->O, q->C, q->V, q->U, rep->E[s], numel, SPD_COEF_FAITH, &l,
+                                rep->grads[SPD_FAITH][s].V, rep->grads[SPD_FAITH][s].U));
         rep->loss[SPD_FAITH] += l;
     }
 
