@@ -59,35 +59,71 @@ void spd_rmsnorm_backward(eq_dtype dt, int64_t T, int64_t D, double *din, const 
 #define GELU_K 0.7978845608028654 /* sqrt(2 / pi) */
 #define GELU_C 0.044715
 
+/* The GELUs elementwise, split over threads (each element its own: any split gives the same). */
+#define GELU_GRAIN 4096
+typedef struct {
+    eq_dtype dt;
+    double *out;
+    const double *dout, *in;
+} gelu_job;
+
+static void gelu_tanh_forward_range(void *arg, int64_t i0, int64_t i1)
+{
+    const gelu_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) {
+        const double x = j->in[i];
+        j->out[i] = spd_rnd(j->dt, 0.5 * x * (1.0 + tanh(GELU_K * (x + GELU_C * x * x * x))));
+    }
+}
+
 void spd_gelu_tanh_forward(eq_dtype dt, int64_t n, double *out, const double *in)
 {
-    for (int64_t i = 0; i < n; i++) {
-        const double x = in[i];
-        out[i] = spd_rnd(dt, 0.5 * x * (1.0 + tanh(GELU_K * (x + GELU_C * x * x * x))));
+    gelu_job job = {dt, out, NULL, in};
+    spd_parallel_for(n, GELU_GRAIN, gelu_tanh_forward_range, &job);
+}
+
+static void gelu_tanh_backward_range(void *arg, int64_t i0, int64_t i1)
+{
+    const gelu_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) {
+        const double x = j->in[i], th = tanh(GELU_K * (x + GELU_C * x * x * x));
+        const double g = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * GELU_K * (1.0 + 3.0 * GELU_C * x * x);
+        j->out[i] = spd_rnd(j->dt, j->dout[i] * g);
     }
 }
 
 void spd_gelu_tanh_backward(eq_dtype dt, int64_t n, double *din, const double *dout, const double *in)
 {
-    for (int64_t i = 0; i < n; i++) {
-        const double x = in[i], th = tanh(GELU_K * (x + GELU_C * x * x * x));
-        const double g = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * GELU_K * (1.0 + 3.0 * GELU_C * x * x);
-        din[i] = spd_rnd(dt, dout[i] * g);
-    }
+    gelu_job job = {dt, din, dout, in};
+    spd_parallel_for(n, GELU_GRAIN, gelu_tanh_backward_range, &job);
+}
+
+static void gelu_erf_forward_range(void *arg, int64_t i0, int64_t i1)
+{
+    const gelu_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) j->out[i] = spd_rnd(j->dt, j->in[i] * 0.5 * (1.0 + erf(j->in[i] / sqrt(2.0))));
 }
 
 void spd_gelu_erf_forward(eq_dtype dt, int64_t n, double *out, const double *in)
 {
-    for (int64_t i = 0; i < n; i++) out[i] = spd_rnd(dt, in[i] * 0.5 * (1.0 + erf(in[i] / sqrt(2.0))));
+    gelu_job job = {dt, out, NULL, in};
+    spd_parallel_for(n, GELU_GRAIN, gelu_erf_forward_range, &job);
+}
+
+static void gelu_erf_backward_range(void *arg, int64_t i0, int64_t i1)
+{
+    const gelu_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) {
+        const double x = j->in[i];
+        const double g = 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * 3.14159265358979323846);
+        j->out[i] = spd_rnd(j->dt, j->dout[i] * g);
+    }
 }
 
 void spd_gelu_erf_backward(eq_dtype dt, int64_t n, double *din, const double *dout, const double *in)
 {
-    for (int64_t i = 0; i < n; i++) {
-        const double x = in[i];
-        const double g = 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * 3.14159265358979323846);
-        din[i] = spd_rnd(dt, dout[i] * g);
-    }
+    gelu_job job = {dt, din, dout, in};
+    spd_parallel_for(n, GELU_GRAIN, gelu_erf_backward_range, &job);
 }
 
 void spd_lower_leaky_forward(eq_dtype dt, int64_t n, double *out, const double *z)

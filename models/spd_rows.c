@@ -2,7 +2,6 @@
 
 #include <string.h>
 
-#include "harness/parallel.h"
 
 /* Multiply-adds a range of the work should hold at least, so that a thread's start is paid for. */
 #define SPD_ROWS_GRAIN_MACS 65536
@@ -80,6 +79,19 @@ SPD_ROWS_WIDE static void mm_range(void *arg, int64_t t0, int64_t t1)
     }
 }
 
+static _Thread_local int serial_here;
+
+void spd_rows_serial(int on) { serial_here = on; }
+
+void spd_parallel_for(int64_t n, int64_t grain, eq_range_fn fn, void *ctx)
+{
+    if (serial_here) {
+        if (n > 0) fn(ctx, 0, n);
+        return;
+    }
+    eq_parallel_for(n, grain, fn, ctx);
+}
+
 static int64_t grain_for(int64_t macs_per_item)
 {
     return macs_per_item >= SPD_ROWS_GRAIN_MACS ? 1 : SPD_ROWS_GRAIN_MACS / (macs_per_item > 0 ? macs_per_item : 1);
@@ -89,7 +101,7 @@ void spd_rows_mm(int64_t T, int64_t K, int64_t N, const double *a, int64_t lda, 
                  const unsigned char *keep, int want, double *out)
 {
     mm_job job = {K, N, lda, ldb, a, B, keep, want, out};
-    eq_parallel_for(T, grain_for(K * N), mm_range, &job);
+    spd_parallel_for(T, grain_for(K * N), mm_range, &job);
 }
 
 typedef struct {
@@ -129,5 +141,5 @@ void spd_rows_outer(int64_t T, int64_t I, int64_t N, const double *x, int64_t ld
                     const unsigned char *keep, const double *dy, int64_t ldy, double *out)
 {
     outer_job job = {T, N, ldx, ldy, x, s, dy, keep, out};
-    eq_parallel_for(I, grain_for(T * N), outer_range, &job);
+    spd_parallel_for(I, grain_for(T * N), outer_range, &job);
 }

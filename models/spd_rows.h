@@ -13,6 +13,14 @@
 
 #include <stdint.h>
 
+#include "harness/parallel.h"
+
+/* eq_parallel_for, except in a thread marked by spd_rows_serial(1): there the whole range runs
+ * on the caller. models/spd.c marks the threads that already each run a share of the dp
+ * replicas, so that the ops inside do not split again. The flag is the calling thread's own. */
+void spd_parallel_for(int64_t n, int64_t grain, eq_range_fn fn, void *ctx);
+void spd_rows_serial(int on);
+
 /* out[t, j] = sum_k a[t, k] B[k, j] (k < K ascending), for t < T, j < N; a's rows lda apart,
  * B's ldb apart; out [T, N] dense. keep (may be NULL): rows t with keep[t] != want are set to 0
  * and not computed. */
