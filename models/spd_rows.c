@@ -56,6 +56,37 @@ static inline void row_axpy4(int64_t n, double *restrict acc, const double *a, c
     for (; j < n; j++) acc[j] = (((acc[j] + a[0] * b0[j]) + a[1] * b1[j]) + a[2] * b2[j]) + a[3] * b3[j];
 }
 
+/* row_axpy4 on two rows of sums at once (acc0 with a, acc1 with a1), sharing the loads of b. */
+static inline void row_axpy4x2(int64_t n, double *restrict acc0, double *restrict acc1, const double *a,
+                               const double *a1, const double *restrict b0, const double *restrict b1,
+                               const double *restrict b2, const double *restrict b3)
+{
+    const v4d p0 = {a[0], a[0], a[0], a[0]}, p1 = {a[1], a[1], a[1], a[1]};
+    const v4d p2 = {a[2], a[2], a[2], a[2]}, p3 = {a[3], a[3], a[3], a[3]};
+    const v4d q0 = {a1[0], a1[0], a1[0], a1[0]}, q1 = {a1[1], a1[1], a1[1], a1[1]};
+    const v4d q2 = {a1[2], a1[2], a1[2], a1[2]}, q3 = {a1[3], a1[3], a1[3], a1[3]};
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        v4d s0, s1, v0, v1, v2, v3;
+        memcpy(&s0, acc0 + j, sizeof s0), memcpy(&s1, acc1 + j, sizeof s1);
+        memcpy(&v0, b0 + j, sizeof v0), memcpy(&v1, b1 + j, sizeof v1);
+        memcpy(&v2, b2 + j, sizeof v2), memcpy(&v3, b3 + j, sizeof v3);
+        s0 += p0 * v0;
+        s1 += q0 * v0;
+        s0 += p1 * v1;
+        s1 += q1 * v1;
+        s0 += p2 * v2;
+        s1 += q2 * v2;
+        s0 += p3 * v3;
+        s1 += q3 * v3;
+        memcpy(acc0 + j, &s0, sizeof s0), memcpy(acc1 + j, &s1, sizeof s1);
+    }
+    for (; j < n; j++) {
+        acc0[j] = (((acc0[j] + a[0] * b0[j]) + a[1] * b1[j]) + a[2] * b2[j]) + a[3] * b3[j];
+        acc1[j] = (((acc1[j] + a1[0] * b0[j]) + a1[1] * b1[j]) + a1[2] * b2[j]) + a1[3] * b3[j];
+    }
+}
+
 typedef struct {
     int64_t K, N, lda, ldb;
     const double *a, *B;
@@ -67,15 +98,29 @@ typedef struct {
 SPD_ROWS_WIDE static void mm_range(void *arg, int64_t t0, int64_t t1)
 {
     const mm_job *j = arg;
-    for (int64_t t = t0; t < t1; t++) {
-        double *restrict acc = j->out + t * j->N;
-        memset(acc, 0, (size_t)j->N * sizeof *acc);
-        if (j->keep != NULL && (j->keep[t] != 0) != (j->want != 0)) continue;
-        const double *at = j->a + t * j->lda, *B = j->B;
-        const int64_t ldb = j->ldb;
+    const double *B = j->B;
+    const int64_t ldb = j->ldb, N = j->N;
+    int64_t t = t0;
+    for (;;) {
+        int64_t ts[2]; /* the next (up to) two rows computed, sharing B's loads */
+        int m = 0;
+        for (; t < t1 && m < 2; t++) {
+            memset(j->out + t * N, 0, (size_t)N * sizeof *j->out);
+            if (j->keep == NULL || (j->keep[t] != 0) == (j->want != 0)) ts[m++] = t;
+        }
+        if (m == 0) break;
+        double *acc0 = j->out + ts[0] * N, *acc1 = j->out + ts[m - 1] * N;
+        const double *a0 = j->a + ts[0] * j->lda, *a1 = j->a + ts[m - 1] * j->lda;
         int64_t k = 0;
-        for (; k + 4 <= j->K; k += 4) row_axpy4(j->N, acc, at + k, B + k * ldb, B + (k + 1) * ldb, B + (k + 2) * ldb, B + (k + 3) * ldb);
-        for (; k < j->K; k++) row_axpy(j->N, acc, at[k], B + k * ldb);
+        for (; k + 4 <= j->K; k += 4) {
+            const double *b0 = B + k * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+            if (m == 2) row_axpy4x2(N, acc0, acc1, a0 + k, a1 + k, b0, b1, b2, b3);
+            else row_axpy4(N, acc0, a0 + k, b0, b1, b2, b3);
+        }
+        for (; k < j->K; k++) {
+            row_axpy(N, acc0, a0[k], B + k * ldb);
+            if (m == 2) row_axpy(N, acc1, a1[k], B + k * ldb);
+        }
     }
 }
 
