@@ -294,6 +294,7 @@ eq_status spd_site_backward(const spd_ctx *ctx, const spd_site *s, int64_t T, co
         for (int64_t o = 0; o < O; o++) acc += dout[t * O + o] * cache->xe[t * O + o];
         dd[t] = spd_rnd(dt, acc);
     }
+    if (dV == NULL) goto input_grad;
     /* G = x^T (d * dout) over routed tokens [D, O], replicated on every tp rank. */
     spd_rows_outer(T, D, O, x, D, d, route, dout, O, G);
     round_all(dt, D * O, G);
@@ -306,6 +307,7 @@ eq_status spd_site_backward(const spd_ctx *ctx, const spd_site *s, int64_t T, co
     spd_rows_outer(T, C, O, cache->mv, C, NULL, route, dout, O, sa);
     spd_rows_outer(D, C, O, s->V, C, NULL, NULL, G, O, sb);
     for (int64_t i = 0; i < C * O; i++) dU[i] = spd_rnd(dt, dU[i] + spd_rnd(dt, spd_rnd(dt, sa[i]) - spd_rnd(dt, sb[i])));
+input_grad:
     if (dx == NULL) goto cleanup;
     /* dx: per rank sum_c dxv V^T, SUM all-reduced; then d * dout E^T (or dout W when unrouted). */
     transpose(D, C, s->V, Vt);

@@ -121,7 +121,8 @@ eq_status spd_site_forward(const spd_ctx *ctx, const spd_site *s, int64_t T, con
  *   dm [T, C] = (dout U^T) * xv;   dd [T] = <dout, x E>
  *   dV += x^T ((dout U^T) * m) - G U^T,   dU += mv^T dout - V^T G,   G = x^T (d * dout) [D, O]
  * (dV, dU accumulate: a site's gradient sums over the losses that use it). Unrouted tokens send
- * nothing to V, U, m, d. dx may be NULL (the first site: nothing upstream is trained). */
+ * nothing to V, U, m, d. dx may be NULL (the first site: nothing upstream is trained); dV and dU
+ * may both be NULL (the PGD warm-up: only the masks' gradients are used). */
 eq_status spd_site_backward(const spd_ctx *ctx, const spd_site *s, int64_t T, const double *x, const double *m,
                             const double *d, const unsigned char *route, const spd_site_cache *cache,
                             const double *dout, double *dx, double *dm, double *dd, double *dV, double *dU);
