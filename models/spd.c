@@ -453,7 +453,7 @@ typedef struct {
     double work_base;           /* progress units done before the phase */
     _Atomic int done;           /* replicas finished */
     eq_status *st;              /* [n_local] */
-    char (*msg)[SPD_MSG_MAX];    /* [n_local] the failures' messages (the error is the thread's own) */
+    char (*msg)[SPD_MSG_MAX];   /* [n_local] the failures' messages (the error is the thread's own) */
 } replica_job;
 
 static eq_status replica_losses(const eq_step *step, spd_run *run, const spd_ctx *ctx, int i)
@@ -504,8 +504,8 @@ static void replica_range(void *arg, int64_t i0, int64_t i1)
         }
         if ((j->st[i] = st) != EQ_OK) snprintf(j->msg[i], sizeof j->msg[i], "%s", eq_error_message());
         const int done = ++j->done;
-        eq_progress_phase(j->step->progress, j->losses ? "losses and backward, replica" : "forward, replica", done, dp,
-                          j->work_base + done);
+        eq_progress_phase(j->step->progress, j->losses ? "losses and backward, replica" : "forward, replica", run->first + done,
+                          dp, j->work_base + done);
     }
     spd_rows_serial(0);
 }
