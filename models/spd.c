@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "models/models.h"
+#include "models/spd_rows.h"
 #include "models/spd_step.h"
 
 /* Bugs planted under the sum convention only: under avg the first three are the convention, and
@@ -438,12 +439,103 @@ cleanup:
     return st;
 }
 
+#define SPD_MSG_MAX 512 /* a failure's message, carried from the thread that failed */
+
+/* The local replicas' forwards, or their losses and backwards, split over threads (sim: dp
+ * replicas in one process). A replica's arithmetic is its own whichever thread runs it, so the
+ * bits are those of one thread. A thread running a share of several replicas runs their ops
+ * whole (spd_rows_serial); one replica alone keeps the ops' own threads. */
+typedef struct {
+    const eq_step *step;
+    spd_run *run;
+    const spd_ctx *ctx;
+    int losses;                 /* 0: init and forward; 1: losses and backward */
+    double work_base;           /* progress units done before the phase */
+    _Atomic int done;           /* replicas finished */
+    eq_status *st;              /* [n_local] */
+    char (*msg)[SPD_MSG_MAX];   /* [n_local] the failures' messages (the error is the thread's own) */
+} replica_job;
+
+static eq_status replica_losses(const eq_step *step, spd_run *run, const spd_ctx *ctx, int i)
+{
+    const spd_sizes *z = &run->z;
+    const int dp = step->layout.dp, sum = step->grads == EQ_GRAD_SUM, d = run->first + i; /* d: the dp rank */
+    const unsigned bugs = step->bugs;
+    const int global_S = sum && !(bugs & EQ_BUG_IMP_MIN_NO_WS);
+    const int64_t rows = z->batch / dp;
+    const double global_tokens = (double)(z->batch * z->seq), local_tokens = (double)(rows * z->seq);
+    spd_conv conv;
+    const double *S_use[SPD_MAX_SITES];
+    for (int s = 0; s < run->n_sites; s++) S_use[s] = global_S ? run->S_global[s] : run->reps[i].S_local[s];
+    conv.imp_S = S_use;
+    conv.ppgd_warmup = SPD_PPGD_WARMUP;
+    if (sum) {
+        conv.recon_norm_stoch = ((bugs & EQ_BUG_LOCAL_COUNT) ? local_tokens : global_tokens) * (double)z->d_model;
+        conv.recon_norm_ppgd = global_tokens * (double)z->d_model;
+        conv.faith_here = d == 0 || (bugs & EQ_BUG_FAITH_EVERY_RANK);
+        conv.imp_n = global_tokens;
+        conv.imp_ws = 1.0;
+        conv.imp_loss_here = d == 0 || !global_S;
+    } else {
+        conv.recon_norm_stoch = conv.recon_norm_ppgd = local_tokens * (double)z->d_model;
+        conv.faith_here = 1;
+        conv.imp_n = local_tokens;
+        conv.imp_ws = (double)dp; /* seed 000's stand-in */
+        conv.imp_loss_here = 1;
+    }
+    return spd_replica_losses(ctx, z, run->sites, &conv, &run->reps[i]);
+}
+
+static void replica_range(void *arg, int64_t i0, int64_t i1)
+{
+    replica_job *j = arg;
+    spd_run *run = j->run;
+    const int dp = j->step->layout.dp;
+    const int64_t rows = run->z.batch / dp;
+    spd_rows_serial(i1 - i0 < run->n_local);
+    for (int64_t i = i0; i < i1; i++) {
+        const int d = run->first + (int)i;
+        eq_status st = EQ_OK;
+        if (!j->losses) {
+            st = spd_replica_init(&run->z, run->sites, j->step->seed, d * rows, rows, &run->reps[i]);
+            if (st == EQ_OK) st = spd_replica_forward(j->ctx, &run->z, run->sites, &run->reps[i]);
+        } else {
+            st = replica_losses(j->step, run, j->ctx, (int)i);
+        }
+        if ((j->st[i] = st) != EQ_OK) snprintf(j->msg[i], sizeof j->msg[i], "%s", eq_error_message());
+        const int done = ++j->done;
+        eq_progress_phase(j->step->progress, j->losses ? "losses and backward, replica" : "forward, replica", run->first + done,
+                          dp, j->work_base + done);
+    }
+    spd_rows_serial(0);
+}
+
+/* Runs the phase on every local replica; the first failure (in replica order) is the result. */
+static eq_status run_replicas(const eq_step *step, spd_run *run, const spd_ctx *ctx, int losses)
+{
+    const int nl = run->n_local;
+    eq_status st = EQ_OK, *sts = calloc((size_t)nl, sizeof *sts);
+    char (*msg)[SPD_MSG_MAX] = calloc((size_t)nl, sizeof *msg);
+    if (sts == NULL || msg == NULL) {
+        free(sts), free(msg);
+        return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for %d replicas' status", nl);
+    }
+    replica_job job = {step, run, ctx, losses, losses ? (double)nl : 0.0, 0, sts, msg};
+    eq_progress_phase(step->progress, losses ? "losses and backward, replica" : "forward, replica", 0, step->layout.dp,
+                      job.work_base);
+    eq_parallel_for(nl, 1, replica_range, &job);
+    for (int i = 0; i < nl && st == EQ_OK; i++)
+        if (sts[i] != EQ_OK) st = EQ_FAIL(sts[i], "%s", msg[i]);
+    free(sts), free(msg);
+    return st;
+}
+
 static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
 {
     eq_status st = EQ_OK;
     spd_run run;
     memset(&run, 0, sizeof run);
-    const int dp = step->layout.dp, sum = step->grads == EQ_GRAD_SUM;
+    const int sum = step->grads == EQ_GRAD_SUM;
     const unsigned bugs = step->bugs;
     EQ_TRY(read_sizes(step, &run.z));
     const spd_sizes *z = &run.z;
@@ -452,7 +544,6 @@ static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
      * replicas of its dp ranks (sim: every one of both). */
     const spd_ctx ctx = {step->dtype, step->layout.tp, eq_step_tp_group(step), SPD_LEAKY_ALPHA};
     const eq_group dp_group = eq_step_dp_group(step);
-    const int64_t rows = z->batch / dp;
     run.first = dp_group.first_local;
     run.n_local = dp_group.n_local;
     EQ_TRY(spd_params_init(z, step->seed, run.sites));
@@ -463,11 +554,7 @@ static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
     /* progress units: each local replica's forward and its losses, then each site's reduction */
     const double work = 2.0 * run.n_local + run.n_sites;
     eq_progress_work(step->progress, work);
-    for (int i = 0; i < run.n_local; i++) {
-        eq_progress_phase(step->progress, "forward, replica", run.first + i + 1, dp, (double)i);
-        EQ_TRY(spd_replica_init(z, run.sites, step->seed, (run.first + i) * rows, rows, &run.reps[i]));
-        EQ_TRY(spd_replica_forward(&ctx, z, run.sites, &run.reps[i]));
-    }
+    EQ_TRY(run_replicas(step, &run, &ctx, 0));
     /* Importance minimality's sums: under sum the global S (SUM all-reduce of the local sums,
      * detached), unless the bug keeps the local ones. */
     const int global_S = sum && !(bugs & EQ_BUG_IMP_MIN_NO_WS);
@@ -483,31 +570,7 @@ static eq_status spd_run_step(const eq_step *step, eq_capture *cap)
         free(parts);
         if (st != EQ_OK) goto cleanup;
     }
-    const double global_tokens = (double)(z->batch * z->seq), local_tokens = (double)(rows * z->seq);
-    for (int i = 0; i < run.n_local; i++) {
-        const int d = run.first + i; /* the dp rank */
-        eq_progress_phase(step->progress, "losses and backward, replica", d + 1, dp, (double)(run.n_local + i));
-        spd_conv conv;
-        const double *S_use[SPD_MAX_SITES];
-        for (int s = 0; s < run.n_sites; s++) S_use[s] = global_S ? run.S_global[s] : run.reps[i].S_local[s];
-        conv.imp_S = S_use;
-        conv.ppgd_warmup = SPD_PPGD_WARMUP;
-        if (sum) {
-            conv.recon_norm_stoch = ((bugs & EQ_BUG_LOCAL_COUNT) ? local_tokens : global_tokens) * (double)z->d_model;
-            conv.recon_norm_ppgd = global_tokens * (double)z->d_model;
-            conv.faith_here = d == 0 || (bugs & EQ_BUG_FAITH_EVERY_RANK);
-            conv.imp_n = global_tokens;
-            conv.imp_ws = 1.0;
-            conv.imp_loss_here = d == 0 || !global_S;
-        } else {
-            conv.recon_norm_stoch = conv.recon_norm_ppgd = local_tokens * (double)z->d_model;
-            conv.faith_here = 1;
-            conv.imp_n = local_tokens;
-            conv.imp_ws = (double)dp; /* seed 000's stand-in */
-            conv.imp_loss_here = 1;
-        }
-        EQ_TRY(spd_replica_losses(&ctx, z, run.sites, &conv, &run.reps[i]));
-    }
+    EQ_TRY(run_replicas(step, &run, &ctx, 1));
     for (int s = 0; s < run.n_sites; s++) {
         eq_progress_phase(step->progress, "reduce and capture, site", s + 1, run.n_sites, 2.0 * run.n_local + s);
         EQ_TRY(reduce_and_capture_site(step, &run, s, cap));

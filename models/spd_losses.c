@@ -1,6 +1,9 @@
 #include "models/spd_losses.h"
 
 #include <math.h>
+#include <stdlib.h>
+
+#include "models/spd_rows.h"
 
 double spd_pnorm(int64_t step, int64_t steps)
 {
@@ -21,25 +24,27 @@ void spd_mse(eq_dtype dt, int64_t n, const double *y, const double *target, doub
     *loss = coef * acc / norm;
 }
 
-void spd_faithfulness(eq_dtype dt, int64_t D, int64_t O, int64_t C, const double *V, const double *U,
-                      const double *E, double norm, double coef, double *loss, double *dV, double *dU)
+eq_status spd_faithfulness(eq_dtype dt, int64_t D, int64_t O, int64_t C, const double *V, const double *U,
+                           const double *E, double norm, double coef, double *loss, double *dV, double *dU)
 {
+    const int64_t n = D * C > C * O ? D * C : C * O;
+    double *Ut = malloc((size_t)(O * C) * sizeof *Ut), *a = malloc((size_t)n * sizeof *a); /* Ut [O, C] */
+    if (Ut == NULL || a == NULL) {
+        free(Ut), free(a);
+        return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for the faithfulness gradient [%lld, %lld]", (long long)D, (long long)O);
+    }
     double acc = 0;
     for (int64_t i = 0; i < D * O; i++) acc += E[i] * E[i];
     *loss = coef * acc / norm;
     const double k = -2.0 * coef / norm;
-    for (int64_t i = 0; i < D; i++)
-        for (int64_t c = 0; c < C; c++) {
-            double a = 0;
-            for (int64_t o = 0; o < O; o++) a += E[i * O + o] * U[c * O + o];
-            dV[i * C + c] = spd_rnd(dt, dV[i * C + c] + spd_rnd(dt, k * a));
-        }
     for (int64_t c = 0; c < C; c++)
-        for (int64_t o = 0; o < O; o++) {
-            double a = 0;
-            for (int64_t i = 0; i < D; i++) a += V[i * C + c] * E[i * O + o];
-            dU[c * O + o] = spd_rnd(dt, dU[c * O + o] + spd_rnd(dt, k * a));
-        }
+        for (int64_t o = 0; o < O; o++) Ut[o * C + c] = U[c * O + o];
+    spd_rows_mm(D, O, C, E, O, Ut, C, NULL, 0, a); /* a [D, C] = E U^T */
+    for (int64_t i = 0; i < D * C; i++) dV[i] = spd_rnd(dt, dV[i] + spd_rnd(dt, k * a[i]));
+    spd_rows_outer(D, C, O, V, C, NULL, NULL, E, O, a); /* a [C, O] = V^T E */
+    for (int64_t i = 0; i < C * O; i++) dU[i] = spd_rnd(dt, dU[i] + spd_rnd(dt, k * a[i]));
+    free(Ut), free(a);
+    return EQ_OK;
 }
 
 void spd_imp_min_sums(eq_dtype dt, int64_t T, int64_t C, const double *ci_up, double p, double *S)

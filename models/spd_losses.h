@@ -37,8 +37,8 @@ void spd_mse(eq_dtype dt, int64_t n, const double *y, const double *target, doub
 /* Faithfulness of one site: *loss = coef ||E||^2 / norm (E = Delta^T = W^T - V U [D, O]; norm the
  * element count of every site's W), dV += -2 coef/norm E U^T, dU += -2 coef/norm V^T E (each tp
  * rank its components; E is replicated). */
-void spd_faithfulness(eq_dtype dt, int64_t D, int64_t O, int64_t C, const double *V, const double *U,
-                      const double *E, double norm, double coef, double *loss, double *dV, double *dU);
+eq_status spd_faithfulness(eq_dtype dt, int64_t D, int64_t O, int64_t C, const double *V, const double *U,
+                           const double *E, double norm, double coef, double *loss, double *dV, double *dU);
 
 /* Importance minimality of one site, in two steps so a caller can all-reduce the sums between:
  *   S_c = sum_t (ci_up[t, c] + eps)^p                     (spd_imp_min_sums, over these T tokens)

@@ -4,17 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/bf16.h"
-
-double spd_rnd(eq_dtype dt, double x)
-{
-    switch (dt) {
-    case EQ_FP32: return (double)(float)x; /* C's conversion rounds to nearest even */
-    case EQ_BF16: return (double)eq_bf16_to_f32(eq_f64_to_bf16(x));
-    case EQ_FP64: return x;
-    }
-    return x;
-}
+#include "models/spd_rows.h"
 
 eq_status spd_tp_sum(const spd_ctx *ctx, const double *parts, int64_t n, double *out)
 {
@@ -69,35 +59,71 @@ void spd_rmsnorm_backward(eq_dtype dt, int64_t T, int64_t D, double *din, const 
 #define GELU_K 0.7978845608028654 /* sqrt(2 / pi) */
 #define GELU_C 0.044715
 
+/* The GELUs elementwise, split over threads (each element its own: any split gives the same). */
+#define GELU_GRAIN 4096
+typedef struct {
+    eq_dtype dt;
+    double *out;
+    const double *dout, *in;
+} gelu_job;
+
+static void gelu_tanh_forward_range(void *arg, int64_t i0, int64_t i1)
+{
+    const gelu_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) {
+        const double x = j->in[i];
+        j->out[i] = spd_rnd(j->dt, 0.5 * x * (1.0 + tanh(GELU_K * (x + GELU_C * x * x * x))));
+    }
+}
+
 void spd_gelu_tanh_forward(eq_dtype dt, int64_t n, double *out, const double *in)
 {
-    for (int64_t i = 0; i < n; i++) {
-        const double x = in[i];
-        out[i] = spd_rnd(dt, 0.5 * x * (1.0 + tanh(GELU_K * (x + GELU_C * x * x * x))));
+    gelu_job job = {dt, out, NULL, in};
+    spd_parallel_for(n, GELU_GRAIN, gelu_tanh_forward_range, &job);
+}
+
+static void gelu_tanh_backward_range(void *arg, int64_t i0, int64_t i1)
+{
+    const gelu_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) {
+        const double x = j->in[i], th = tanh(GELU_K * (x + GELU_C * x * x * x));
+        const double g = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * GELU_K * (1.0 + 3.0 * GELU_C * x * x);
+        j->out[i] = spd_rnd(j->dt, j->dout[i] * g);
     }
 }
 
 void spd_gelu_tanh_backward(eq_dtype dt, int64_t n, double *din, const double *dout, const double *in)
 {
-    for (int64_t i = 0; i < n; i++) {
-        const double x = in[i], th = tanh(GELU_K * (x + GELU_C * x * x * x));
-        const double g = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * GELU_K * (1.0 + 3.0 * GELU_C * x * x);
-        din[i] = spd_rnd(dt, dout[i] * g);
-    }
+    gelu_job job = {dt, din, dout, in};
+    spd_parallel_for(n, GELU_GRAIN, gelu_tanh_backward_range, &job);
+}
+
+static void gelu_erf_forward_range(void *arg, int64_t i0, int64_t i1)
+{
+    const gelu_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) j->out[i] = spd_rnd(j->dt, j->in[i] * 0.5 * (1.0 + erf(j->in[i] / sqrt(2.0))));
 }
 
 void spd_gelu_erf_forward(eq_dtype dt, int64_t n, double *out, const double *in)
 {
-    for (int64_t i = 0; i < n; i++) out[i] = spd_rnd(dt, in[i] * 0.5 * (1.0 + erf(in[i] / sqrt(2.0))));
+    gelu_job job = {dt, out, NULL, in};
+    spd_parallel_for(n, GELU_GRAIN, gelu_erf_forward_range, &job);
+}
+
+static void gelu_erf_backward_range(void *arg, int64_t i0, int64_t i1)
+{
+    const gelu_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) {
+        const double x = j->in[i];
+        const double g = 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * 3.14159265358979323846);
+        j->out[i] = spd_rnd(j->dt, j->dout[i] * g);
+    }
 }
 
 void spd_gelu_erf_backward(eq_dtype dt, int64_t n, double *din, const double *dout, const double *in)
 {
-    for (int64_t i = 0; i < n; i++) {
-        const double x = in[i];
-        const double g = 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * 3.14159265358979323846);
-        din[i] = spd_rnd(dt, dout[i] * g);
-    }
+    gelu_job job = {dt, din, dout, in};
+    spd_parallel_for(n, GELU_GRAIN, gelu_erf_backward_range, &job);
 }
 
 void spd_lower_leaky_forward(eq_dtype dt, int64_t n, double *out, const double *z)
@@ -141,31 +167,41 @@ void spd_mask_backward(eq_dtype dt, int64_t n, double *dci, double *ds, const do
     }
 }
 
-void spd_linear_nt(eq_dtype dt, int64_t T, int64_t K, int64_t N, double *out, const double *x, const double *W)
+/* dst [cols, rows] = src [rows, cols]^T. */
+static void transpose(int64_t rows, int64_t cols, const double *src, double *dst)
 {
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t n = 0; n < N; n++) {
-            double acc = 0;
-            for (int64_t k = 0; k < K; k++) acc += x[t * K + k] * W[n * K + k];
-            out[t * N + n] = spd_rnd(dt, acc);
-        }
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) dst[j * rows + i] = src[i * cols + j];
 }
 
-/* parts[j] [T, N] = a[:, slice r] B[:, slice r]^T for each local tp rank r = first_local + j's
- * slice of the C components (a [T, C], B [N, C]), each rounded as that rank writes it: the
- * partials a SUM all-reduce adds. */
-static void component_partials(const spd_ctx *ctx, int64_t T, int64_t N, int64_t C, const double *a, const double *B,
-                               double *parts)
+/* n values rounded to dt in place. */
+static void round_all(eq_dtype dt, int64_t n, double *x)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = spd_rnd(dt, x[i]);
+}
+
+eq_status spd_linear_nt(eq_dtype dt, int64_t T, int64_t K, int64_t N, double *out, const double *x, const double *W)
+{
+    double *Wt = malloc((size_t)(K * N) * sizeof *Wt); /* [K, N] */
+    if (Wt == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a linear's weight [%lld, %lld]", (long long)N, (long long)K);
+    transpose(N, K, W, Wt);
+    spd_rows_mm(T, K, N, x, K, Wt, N, NULL, 0, out);
+    round_all(dt, T * N, out);
+    free(Wt);
+    return EQ_OK;
+}
+
+/* parts[j] [T, N] = a[:, slice r] Bt[slice r, :] for each local tp rank r = first_local + j's
+ * slice of the C components (a [T, C], Bt [C, N]), each rounded as that rank writes it: the
+ * partials a SUM all-reduce adds. keep/want as spd_rows_mm's (rows not kept are 0). */
+static void component_partials(const spd_ctx *ctx, int64_t T, int64_t N, int64_t C, const double *a, const double *Bt,
+                               const unsigned char *keep, int want, double *parts)
 {
     for (int j = 0; j < ctx->tp_group.n_local; j++) {
         const int r = ctx->tp_group.first_local + j;
         const int64_t c0 = spd_c0(C, ctx->tp, r), c1 = spd_c0(C, ctx->tp, r + 1);
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t i = 0; i < N; i++) {
-                double acc = 0;
-                for (int64_t c = c0; c < c1; c++) acc += a[t * C + c] * B[i * C + c];
-                parts[(j * T + t) * N + i] = spd_rnd(ctx->dt, acc);
-            }
+        spd_rows_mm(T, c1 - c0, N, a + c0, C, Bt + c0 * N, N, keep, want, parts + j * T * N);
+        round_all(ctx->dt, T * N, parts + j * T * N);
     }
 }
 
@@ -174,19 +210,15 @@ eq_status spd_delta(const spd_ctx *ctx, int64_t D, int64_t O, int64_t C, const d
 {
     eq_status st = EQ_OK;
     double *parts = calloc((size_t)(ctx->tp_group.n_local * D * O), sizeof *parts);
-    double *Ut = malloc((size_t)(O * C) * sizeof *Ut); /* [O, C]: U's rows as component_partials reads B */
-    if (parts == NULL || Ut == NULL) {
+    if (parts == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for V U partials [%lld, %lld]", (long long)D, (long long)O);
         goto cleanup;
     }
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t o = 0; o < O; o++) Ut[o * C + c] = U[c * O + o];
-    component_partials(ctx, D, O, C, V, Ut, parts);
+    component_partials(ctx, D, O, C, V, U, NULL, 0, parts);
     EQ_TRY(spd_tp_sum(ctx, parts, D * O, E));
     for (int64_t i = 0; i < D; i++)
         for (int64_t o = 0; o < O; o++) E[i * O + o] = spd_rnd(ctx->dt, W[o * D + i] - E[i * O + o]);
 cleanup:
-    free(Ut);
     free(parts);
     return st;
 }
@@ -194,43 +226,37 @@ cleanup:
 eq_status spd_site_forward(const spd_ctx *ctx, const spd_site *s, int64_t T, const double *x, const double *m,
                            const double *d, const unsigned char *route, spd_site_cache *cache, double *out)
 {
+    eq_status st = EQ_OK;
     const eq_dtype dt = ctx->dt;
     const int64_t D = s->D, O = s->O, C = s->C;
     double *parts = calloc((size_t)(ctx->tp_group.n_local * T * O), sizeof *parts);
-    if (parts == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a site's partial outputs");
-    for (int64_t t = 0; t < T; t++) {
-        const double *xt = x + t * D;
-        for (int64_t c = 0; c < C; c++) {
-            double acc = 0;
-            for (int64_t i = 0; i < D; i++) acc += xt[i] * s->V[i * C + c];
-            cache->xv[t * C + c] = spd_rnd(dt, acc);
-            cache->mv[t * C + c] = spd_rnd(dt, cache->xv[t * C + c] * m[t * C + c]);
-        }
-        for (int64_t o = 0; o < O; o++) {
-            double acc = 0;
-            for (int64_t i = 0; i < D; i++) acc += xt[i] * s->E[i * O + o];
-            cache->xe[t * O + o] = spd_rnd(dt, acc);
-        }
-        if (route != NULL && !route[t]) continue; /* its partials stay 0 */
-        for (int j = 0; j < ctx->tp_group.n_local; j++) {
-            const int r = ctx->tp_group.first_local + j;
-            const int64_t c0 = spd_c0(C, ctx->tp, r), c1 = spd_c0(C, ctx->tp, r + 1);
-            for (int64_t o = 0; o < O; o++) {
-                double acc = 0;
-                for (int64_t c = c0; c < c1; c++) acc += cache->mv[t * C + c] * s->U[c * O + o];
-                parts[(j * T + t) * O + o] = spd_rnd(dt, acc);
-            }
-        }
+    double *Wt = malloc((size_t)(D * O) * sizeof *Wt), *direct = malloc((size_t)(T * O) * sizeof *direct);
+    if (parts == NULL || Wt == NULL || direct == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a site's partial outputs");
+        goto cleanup;
     }
-    eq_status st = spd_tp_sum(ctx, parts, T * O, out);
-    for (int64_t t = 0; st == EQ_OK && t < T; t++) {
+    /* xv = x V, mv = xv * m, xe = x E for every token; unrouted tokens' partials stay 0. */
+    spd_rows_mm(T, D, C, x, D, s->V, C, NULL, 0, cache->xv);
+    for (int64_t i = 0; i < T * C; i++) {
+        cache->xv[i] = spd_rnd(dt, cache->xv[i]);
+        cache->mv[i] = spd_rnd(dt, cache->xv[i] * m[i]);
+    }
+    spd_rows_mm(T, D, O, x, D, s->E, O, NULL, 0, cache->xe);
+    round_all(dt, T * O, cache->xe);
+    component_partials(ctx, T, O, C, cache->mv, s->U, route, 1, parts);
+    EQ_TRY(spd_tp_sum(ctx, parts, T * O, out));
+    /* Unrouted tokens: x W^T (W^T [D, O]). */
+    transpose(O, D, s->W, Wt);
+    if (route != NULL) spd_rows_mm(T, D, O, x, D, Wt, O, route, 0, direct);
+    for (int64_t t = 0; t < T; t++) {
         if (route != NULL && !route[t]) {
-            spd_linear_nt(dt, 1, D, O, out + t * O, x + t * D, s->W);
+            for (int64_t o = 0; o < O; o++) out[t * O + o] = spd_rnd(dt, direct[t * O + o]);
             continue;
         }
         for (int64_t o = 0; o < O; o++) out[t * O + o] = spd_rnd(dt, out[t * O + o] + spd_rnd(dt, d[t] * cache->xe[t * O + o]));
     }
-    free(parts);
+cleanup:
+    free(parts), free(Wt), free(direct);
     return st;
 }
 
@@ -241,84 +267,76 @@ eq_status spd_site_backward(const spd_ctx *ctx, const spd_site *s, int64_t T, co
     eq_status st = EQ_OK;
     const eq_dtype dt = ctx->dt;
     const int64_t D = s->D, O = s->O, C = s->C;
-    double *dmv = calloc((size_t)(T * C), sizeof *dmv), *dxv = calloc((size_t)(T * C), sizeof *dxv);
-    double *G = calloc((size_t)(D * O), sizeof *G), *parts = calloc((size_t)(ctx->tp_group.n_local * T * D), sizeof *parts);
-    if (dmv == NULL || dxv == NULL || G == NULL || parts == NULL) {
+    int64_t big = D * C > C * O ? D * C : C * O; /* the sums' scratch: [D, C], [C, O], [T, D] */
+    if (T * D > big) big = T * D;
+    double *dmv = malloc((size_t)(T * C) * sizeof *dmv), *dxv = malloc((size_t)(T * C) * sizeof *dxv);
+    double *G = malloc((size_t)(D * O) * sizeof *G), *parts = calloc((size_t)(ctx->tp_group.n_local * T * D), sizeof *parts);
+    double *Ut = malloc((size_t)(O * C) * sizeof *Ut), *Vt = malloc((size_t)(C * D) * sizeof *Vt);
+    double *Et = malloc((size_t)(O * D) * sizeof *Et);
+    double *sa = malloc((size_t)big * sizeof *sa), *sb = malloc((size_t)big * sizeof *sb);
+    if (dmv == NULL || dxv == NULL || G == NULL || parts == NULL || Ut == NULL || Vt == NULL || Et == NULL || sa == NULL ||
+        sb == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a site's backward");
         goto cleanup;
     }
-    /* Per token: dmv = dout U^T (each rank its components), dm, dxv, dd. */
+    transpose(C, O, s->U, Ut);
+    /* dmv = dout U^T (0 for unrouted tokens), dm = dmv * xv, dxv = dmv * m; dd = <dout, xe>. */
+    spd_rows_mm(T, O, C, dout, O, Ut, C, route, 1, dmv);
+    for (int64_t i = 0; i < T * C; i++) {
+        dmv[i] = spd_rnd(dt, dmv[i]);
+        dm[i] = spd_rnd(dt, dmv[i] * cache->xv[i]);
+        dxv[i] = spd_rnd(dt, dmv[i] * m[i]);
+    }
     for (int64_t t = 0; t < T; t++) {
-        const int routed = route == NULL || route[t];
         dd[t] = 0;
-        for (int64_t c = 0; c < C; c++) {
-            double acc = 0;
-            for (int64_t o = 0; routed && o < O; o++) acc += dout[t * O + o] * s->U[c * O + o];
-            dmv[t * C + c] = spd_rnd(dt, acc);
-            dm[t * C + c] = spd_rnd(dt, dmv[t * C + c] * cache->xv[t * C + c]);
-            dxv[t * C + c] = spd_rnd(dt, dmv[t * C + c] * m[t * C + c]);
-        }
-        if (!routed) continue;
+        if (route != NULL && !route[t]) continue;
         double acc = 0;
         for (int64_t o = 0; o < O; o++) acc += dout[t * O + o] * cache->xe[t * O + o];
         dd[t] = spd_rnd(dt, acc);
     }
-    /* G = x^T (d * dout) over routed tokens, replicated on every tp rank. */
-    for (int64_t i = 0; i < D; i++)
-        for (int64_t o = 0; o < O; o++) {
-            double acc = 0;
-            for (int64_t t = 0; t < T; t++)
-                if (route == NULL || route[t]) acc += x[t * D + i] * d[t] * dout[t * O + o];
-            G[i * O + o] = spd_rnd(dt, acc);
-        }
-    /* dV[:, c] += x^T dxv[:, c] - G U[c, :]^T ; dU[c, :] += mv[:, c]^T dout - V[:, c]^T G. */
-    for (int64_t i = 0; i < D; i++)
-        for (int64_t c = 0; c < C; c++) {
-            double a = 0, b = 0;
-            for (int64_t t = 0; t < T; t++) a += x[t * D + i] * dxv[t * C + c];
-            for (int64_t o = 0; o < O; o++) b += G[i * O + o] * s->U[c * O + o];
-            dV[i * C + c] = spd_rnd(dt, dV[i * C + c] + spd_rnd(dt, spd_rnd(dt, a) - spd_rnd(dt, b)));
-        }
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t o = 0; o < O; o++) {
-            double a = 0, b = 0;
-            for (int64_t t = 0; t < T; t++) a += cache->mv[t * C + c] * dout[t * O + o] * (route == NULL || route[t]);
-            for (int64_t i = 0; i < D; i++) b += s->V[i * C + c] * G[i * O + o];
-            dU[c * O + o] = spd_rnd(dt, dU[c * O + o] + spd_rnd(dt, spd_rnd(dt, a) - spd_rnd(dt, b)));
-        }
+    if (dV == NULL) goto input_grad;
+    /* G = x^T (d * dout) over routed tokens [D, O], replicated on every tp rank. */
+    spd_rows_outer(T, D, O, x, D, d, route, dout, O, G);
+    round_all(dt, D * O, G);
+    /* dV[:, c] += x^T dxv[:, c] - G U[c, :]^T. */
+    spd_rows_outer(T, D, C, x, D, NULL, NULL, dxv, C, sa);
+    spd_rows_mm(D, O, C, G, O, Ut, C, NULL, 0, sb);
+    for (int64_t i = 0; i < D * C; i++) dV[i] = spd_rnd(dt, dV[i] + spd_rnd(dt, spd_rnd(dt, sa[i]) - spd_rnd(dt, sb[i])));
+    /* dU[c, :] += mv[:, c]^T dout - V[:, c]^T G, the first over routed tokens (an unrouted token's
+     * term is 0 times its product: +-0, which leaves a sum begun at +0 unchanged). */
+    spd_rows_outer(T, C, O, cache->mv, C, NULL, route, dout, O, sa);
+    spd_rows_outer(D, C, O, s->V, C, NULL, NULL, G, O, sb);
+    for (int64_t i = 0; i < C * O; i++) dU[i] = spd_rnd(dt, dU[i] + spd_rnd(dt, spd_rnd(dt, sa[i]) - spd_rnd(dt, sb[i])));
+input_grad:
     if (dx == NULL) goto cleanup;
     /* dx: per rank sum_c dxv V^T, SUM all-reduced; then d * dout E^T (or dout W when unrouted). */
-    component_partials(ctx, T, D, C, dxv, s->V, parts);
+    transpose(D, C, s->V, Vt);
+    component_partials(ctx, T, D, C, dxv, Vt, NULL, 0, parts);
     EQ_TRY(spd_tp_sum(ctx, parts, T * D, dx));
+    transpose(D, O, s->E, Et);
+    spd_rows_mm(T, O, D, dout, O, Et, D, route, 1, sa);
+    if (route != NULL) spd_rows_mm(T, O, D, dout, O, s->W, D, route, 0, sb);
     for (int64_t t = 0; t < T; t++) {
         const int routed = route == NULL || route[t];
-        for (int64_t i = 0; i < D; i++) {
-            double acc = 0;
-            for (int64_t o = 0; o < O; o++) acc += dout[t * O + o] * (routed ? s->E[i * O + o] : s->W[o * D + i]);
-            dx[t * D + i] = routed ? spd_rnd(dt, dx[t * D + i] + spd_rnd(dt, d[t] * spd_rnd(dt, acc))) : spd_rnd(dt, acc);
-        }
+        for (int64_t i = 0; i < D; i++)
+            dx[t * D + i] = routed ? spd_rnd(dt, dx[t * D + i] + spd_rnd(dt, d[t] * spd_rnd(dt, sa[t * D + i])))
+                                   : spd_rnd(dt, sb[t * D + i]);
     }
 cleanup:
-    free(dmv), free(dxv), free(G), free(parts);
+    free(dmv), free(dxv), free(G), free(parts), free(Ut), free(Vt), free(Et), free(sa), free(sb);
     return st;
 }
 
 void spd_ci_forward(eq_dtype dt, const spd_ci_fn *f, int64_t T, const double *x, double *hpre, double *hg, double *z)
 {
     const int64_t D = f->D, H = f->H, C = f->C;
-    for (int64_t t = 0; t < T; t++) {
-        for (int64_t h = 0; h < H; h++) {
-            double acc = 0;
-            for (int64_t i = 0; i < D; i++) acc += x[t * D + i] * f->W1[i * H + h];
-            hpre[t * H + h] = spd_rnd(dt, acc + f->b1[h]);
-        }
-        spd_gelu_erf_forward(dt, H, hg + t * H, hpre + t * H);
-        for (int64_t c = 0; c < C; c++) {
-            double acc = 0;
-            for (int64_t h = 0; h < H; h++) acc += hg[t * H + h] * f->W2[h * C + c];
-            z[t * C + c] = spd_rnd(dt, acc + f->b2[c]);
-        }
-    }
+    spd_rows_mm(T, D, H, x, D, f->W1, H, NULL, 0, hpre);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++) hpre[t * H + h] = spd_rnd(dt, hpre[t * H + h] + f->b1[h]);
+    spd_gelu_erf_forward(dt, T * H, hg, hpre);
+    spd_rows_mm(T, H, C, hg, H, f->W2, C, NULL, 0, z);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < C; c++) z[t * C + c] = spd_rnd(dt, z[t * C + c] + f->b2[c]);
 }
 
 /* The parameter gradients of y = x W + b over T tokens (x [T, I], dy [T, O]; W [I, O]):
@@ -326,16 +344,12 @@ void spd_ci_forward(eq_dtype dt, const spd_ci_fn *f, int64_t T, const double *x,
 static void linear_param_grads(eq_dtype dt, int64_t T, int64_t I, int64_t O, const double *x, const double *dy,
                                double *dW, double *db)
 {
-    for (int64_t o = 0; o < O; o++) {
-        double acc_b = 0;
-        for (int64_t t = 0; t < T; t++) acc_b += dy[t * O + o];
-        db[o] = spd_rnd(dt, acc_b);
-        for (int64_t i = 0; i < I; i++) {
-            double acc = 0;
-            for (int64_t t = 0; t < T; t++) acc += x[t * I + i] * dy[t * O + o];
-            dW[i * O + o] = spd_rnd(dt, acc);
-        }
-    }
+    memset(db, 0, (size_t)O * sizeof *db);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t o = 0; o < O; o++) db[o] += dy[t * O + o];
+    round_all(dt, O, db);
+    spd_rows_outer(T, I, O, x, I, NULL, NULL, dy, O, dW);
+    round_all(dt, I * O, dW);
 }
 
 eq_status spd_ci_backward(const spd_ctx *ctx, const spd_ci_fn *f, int64_t T, const double *x, const double *hpre,
@@ -344,17 +358,19 @@ eq_status spd_ci_backward(const spd_ctx *ctx, const spd_ci_fn *f, int64_t T, con
     const eq_dtype dt = ctx->dt;
     const int64_t D = f->D, H = f->H, C = f->C;
     double *parts = calloc((size_t)(ctx->tp_group.n_local * T * H), sizeof *parts), *dh = calloc((size_t)(T * H), sizeof *dh);
+    double *W2t = malloc((size_t)(C * H) * sizeof *W2t); /* [C, H] */
     eq_status st = EQ_OK;
-    if (parts == NULL || dh == NULL) {
+    if (parts == NULL || dh == NULL || W2t == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for a CI function's backward");
         goto cleanup;
     }
     linear_param_grads(dt, T, H, C, hg, dz, dW2, db2);
-    component_partials(ctx, T, H, C, dz, f->W2, parts);
+    transpose(H, C, f->W2, W2t);
+    component_partials(ctx, T, H, C, dz, W2t, NULL, 0, parts);
     EQ_TRY(spd_tp_sum(ctx, parts, T * H, dh));
     spd_gelu_erf_backward(dt, T * H, dh, dh, hpre);
     linear_param_grads(dt, T, D, H, x, dh, dW1, db1);
 cleanup:
-    free(parts), free(dh);
+    free(parts), free(dh), free(W2t);
     return st;
 }

@@ -6,6 +6,8 @@
  * tests. Each output element is one sum accumulated in fp64 in ascending index order, so a value
  * depends on its data only, never on how many tokens a replica holds; what a layout changes is
  * which partial sums are rounded and then all-reduced (over tp here, over dp in models/spd.c).
+ * The sums run in models/spd_rows.h's loops (unit-stride, vectorised, threaded), which keep that
+ * order element by element.
  *
  * Letters: T tokens of this replica (batch rows x positions, row-major [b, s]), D d_in, O d_out,
  * C components of a site, H hidden width of the causal-importance (CI) function.
@@ -20,6 +22,7 @@
 
 #include <stdint.h>
 
+#include "harness/bf16.h"
 #include "harness/tensor.h"
 #include "reductions/collectives.h"
 
@@ -33,8 +36,19 @@ typedef struct {
                                       step; 0 in the finite-difference tests (the true derivative) */
 } spd_ctx;
 
-/* x rounded once (nearest even) to dt. */
-double spd_rnd(eq_dtype dt, double x);
+/* x rounded once (nearest even) to dt. Inline: called once per stored element. The build's
+ * -ffp-contract=off keeps an inlined rounding from merging with the product or sum around it (a
+ * fused multiply-add would round once where the step rounds twice), and x86-64's SSE2 arithmetic
+ * has no excess precision (FLT_EVAL_METHOD 0), so inlined or called, the value is the same. */
+static inline double spd_rnd(eq_dtype dt, double x)
+{
+    switch (dt) {
+    case EQ_FP32: return (double)(float)x; /* C's conversion rounds to nearest even */
+    case EQ_BF16: return (double)eq_bf16_to_f32(eq_f64_to_bf16(x));
+    case EQ_FP64: return x;
+    }
+    return x;
+}
 
 /* First component of tp rank r: r C / tp. */
 static inline int64_t spd_c0(int64_t C, int tp, int r) { return (int64_t)r * C / tp; }
@@ -78,7 +92,7 @@ void spd_mask_backward(eq_dtype dt, int64_t n, double *dci, double *ds, const do
                        const double *s);
 
 /* out[T, N] = x[T, K] W[N, K]^T (the target's frozen linears, torch.nn.Linear's weight layout). */
-void spd_linear_nt(eq_dtype dt, int64_t T, int64_t K, int64_t N, double *out, const double *x, const double *W);
+eq_status spd_linear_nt(eq_dtype dt, int64_t T, int64_t K, int64_t N, double *out, const double *x, const double *W);
 
 /* A decomposed site: V [D, C], U [C, O], target W [O, D], and E = W^T - V U [D, O] (Delta^T).
  * spd_delta: E from the tp partials V_r U_r, SUM all-reduced, subtracted from W^T. */
@@ -107,7 +121,8 @@ eq_status spd_site_forward(const spd_ctx *ctx, const spd_site *s, int64_t T, con
  *   dm [T, C] = (dout U^T) * xv;   dd [T] = <dout, x E>
  *   dV += x^T ((dout U^T) * m) - G U^T,   dU += mv^T dout - V^T G,   G = x^T (d * dout) [D, O]
  * (dV, dU accumulate: a site's gradient sums over the losses that use it). Unrouted tokens send
- * nothing to V, U, m, d. dx may be NULL (the first site: nothing upstream is trained). */
+ * nothing to V, U, m, d. dx may be NULL (the first site: nothing upstream is trained); dV and dU
+ * may both be NULL (the PGD warm-up: only the masks' gradients are used). */
 eq_status spd_site_backward(const spd_ctx *ctx, const spd_site *s, int64_t T, const double *x, const double *m,
                             const double *d, const unsigned char *route, const spd_site_cache *cache,
                             const double *dout, double *dx, double *dm, double *dd, double *dV, double *dU);

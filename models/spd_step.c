@@ -169,9 +169,9 @@ eq_status spd_replica_forward(const spd_ctx *ctx, const spd_sizes *z, const spd_
     for (int64_t l = 0; l < z->layers; l++) {
         const spd_site_params *fc = &sites[2 * l], *dn = &sites[2 * l + 1];
         spd_rmsnorm_forward(dt, T, M, rep->x[2 * l], rstd, h);
-        spd_linear_nt(dt, T, M, F, f, rep->x[2 * l], fc->W);
+        EQ_TRY(spd_linear_nt(dt, T, M, F, f, rep->x[2 * l], fc->W));
         spd_gelu_tanh_forward(dt, T * F, rep->x[2 * l + 1], f);
-        spd_linear_nt(dt, T, F, M, o, rep->x[2 * l + 1], dn->W);
+        EQ_TRY(spd_linear_nt(dt, T, F, M, o, rep->x[2 * l + 1], dn->W));
         for (int64_t i = 0; i < T * M; i++) h[i] = spd_rnd(dt, h[i] + o[i]);
     }
     memcpy(rep->y_target, h, (size_t)(T * M) * sizeof *h);
@@ -243,7 +243,7 @@ cleanup:
     return st;
 }
 
-/* dy [T, M] -> per site dV, dU (+=, into g[s]), dm[s] [T, C], dd[s] [T]. */
+/* dy [T, M] -> per site dV, dU (+=, into g[s]; g NULL: not computed), dm[s] [T, C], dd[s] [T]. */
 static eq_status masked_backward(const spd_ctx *ctx, const spd_sizes *z, const spd_site_params *sites,
                                  const spd_replica *rep, double *const *m, double *const *d,
                                  unsigned char *const *route, const masked_run *r, const double *dy,
@@ -262,10 +262,10 @@ static eq_status masked_backward(const spd_ctx *ctx, const spd_sizes *z, const s
         const int fc = (int)(2 * l), dn = fc + 1;
         spd_site s_fc = site_view(&sites[fc], rep->E[fc]), s_dn = site_view(&sites[dn], rep->E[dn]);
         EQ_TRY(spd_site_backward(ctx, &s_dn, T, r->in[dn], m[dn], d[dn], route ? route[dn] : NULL, &r->cache[dn], dh,
-                                 dg, dm[dn], dd[dn], g[dn].V, g[dn].U));
+                                 dg, dm[dn], dd[dn], g != NULL ? g[dn].V : NULL, g != NULL ? g[dn].U : NULL));
         spd_gelu_tanh_backward(dt, T * F, dg, dg, r->out[fc]);
         EQ_TRY(spd_site_backward(ctx, &s_fc, T, r->in[fc], m[fc], d[fc], route ? route[fc] : NULL, &r->cache[fc], dg,
-                                 da, dm[fc], dd[fc], g[fc].V, g[fc].U));
+                                 da, dm[fc], dd[fc], g != NULL ? g[fc].V : NULL, g != NULL ? g[fc].U : NULL));
         spd_rmsnorm_backward(dt, T, M, dn_in, da, r->in[fc], r->rstd[l]);
         for (int64_t i = 0; i < T * M; i++) dh[i] = spd_rnd(dt, dh[i] + dn_in[i]);
     }
@@ -318,7 +318,7 @@ static void masks_from(eq_dtype dt, const spd_site_params *sites, const spd_repl
 }
 
 /* One reconstruction loss against the target output: forward with the masks in w, loss and its
- * gradient, backward into g (V, U +=), w->dm/dd, then dci = dm (1 - s) and the sources' gradient
+ * gradient, backward into g (V, U +=; g NULL: no parameter gradients), w->dm/dd, then dci = dm (1 - s) and the sources' gradient
  * ds (into src_grad [T, C+1] when not NULL). */
 static eq_status recon_loss(const spd_ctx *ctx, const spd_sizes *z, const spd_site_params *sites,
                             const spd_replica *rep, unsigned char *const *route, double norm, double coef,
@@ -393,8 +393,8 @@ eq_status spd_replica_losses(const spd_ctx *ctx, const spd_sizes *z, const spd_s
     for (int s = 0; conv->faith_here && s < rep->n_sites; s++) {
         double l = 0;
         const spd_site_params *q = &sites[s];
-        spd_faithfulness(dt, q->D, q->O, q->C, q->V, q->U, rep->E[s], numel, SPD_COEF_FAITH, &l,
-                         rep->grads[SPD_FAITH][s].V, rep->grads[SPD_FAITH][s].U);
+        EQ_TRY(spd_faithfulness(dt, q->D, q->O, q->C, q->V, q->U, rep->E[s], numel, SPD_COEF_FAITH, &l,
+                                rep->grads[SPD_FAITH][s].V, rep->grads[SPD_FAITH][s].U));
         rep->loss[SPD_FAITH] += l;
     }
 
@@ -434,19 +434,9 @@ eq_status spd_replica_losses(const spd_ctx *ctx, const spd_sizes *z, const spd_s
         }
     }
     for (int k = 1; k <= conv->ppgd_warmup; k++) {
-        spd_site_grads scratch_g[SPD_MAX_SITES];
-        int n_alloc = 0;
         double l = 0;
-        for (; n_alloc < rep->n_sites; n_alloc++)
-            if (spd_grads_alloc(&sites[n_alloc], &scratch_g[n_alloc]) != EQ_OK) break;
-        if (n_alloc == rep->n_sites) {
-            masks_from(dt, sites, rep, rep->src, &w);
-            st = recon_loss(ctx, z, sites, rep, NULL, conv->recon_norm_ppgd, SPD_COEF_PPGD, &w, scratch_g, rep->src_grad, &l);
-        } else {
-            st = EQ_FAIL(EQ_ERR_NOMEM, "spd: no memory for the warm-up's gradients");
-        }
-        for (int s = 0; s < n_alloc; s++) spd_grads_free(&scratch_g[s]);
-        if (st != EQ_OK) goto cleanup;
+        masks_from(dt, sites, rep, rep->src, &w);
+        EQ_TRY(recon_loss(ctx, z, sites, rep, NULL, conv->recon_norm_ppgd, SPD_COEF_PPGD, &w, NULL, rep->src_grad, &l));
         for (int s = 0; s < rep->n_sites; s++)
             spd_adam_ascent(dt, T * (sites[s].C + 1), rep->src[s], rep->src_grad[s], mom_m[s], mom_v[s], k);
     }

@@ -132,7 +132,7 @@ static void test_faithfulness_by_hand(void)
 {
     const double V = 2, U = 3, E = -6;
     double loss = 0, dV = 0, dU = 0;
-    spd_faithfulness(EQ_FP64, 1, 1, 1, &V, &U, &E, 1.0, 1.0, &loss, &dV, &dU);
+    EQ_EXPECT_OK(spd_faithfulness(EQ_FP64, 1, 1, 1, &V, &U, &E, 1.0, 1.0, &loss, &dV, &dU));
     EQ_EXPECT(loss == 36.0 && dV == 36.0 && dU == 24.0, "faithfulness: loss %g dV %g dU %g", loss, dV, dU);
 }
 
