@@ -1,10 +1,11 @@
 """Same answers: the dumps of a fixed set of runs, held to recorded checksums.
 
 Runs every case at its ci size (each dtype it has, a dp and a tp > 1 layout, and one planted bug
-per case) under each GEMM kernel and under 1 and 3 worker threads, hashes every dataset's raw
-bytes (in the file's own type: bf16 stays 16 bits) in path order, and compares each dump with
-cases/dump_checksums.txt. Root attributes (command, created time, git revision) are not hashed.
-Thread counts share one recorded line: a value may not depend on them.
+per case), and two cases at a size whose GEMMs split over threads, under the default and the
+ordered GEMM kernel and EQUIV_THREADS 1 and 3 (thread_counts() says which run gets which), hashes
+every dataset's raw bytes (in the file's own type: bf16 stays 16 bits) in path order, and compares
+each dump with cases/dump_checksums.txt. Root attributes (command, created time, git revision) are
+not hashed. Thread counts share one recorded line: a value may not depend on them.
 
     dump_checksums.py EQUIV [--record] [--keep DIR]
 
@@ -61,7 +62,11 @@ KERNELS = {"default": None, "ordered": "ordered"}
 
 def thread_counts(kernel, label):
     """EQUIV_THREADS for each run: 1 and 3 under the default kernel, 3 under the ordered one; the
-    probe the other way round (its tiny GEMMs cost the default kernel 20x the ordered one's time)."""
+    probe the other way round (its tiny GEMMs cost the default kernel 20x the ordered one's time).
+    A run with a planted bug (its own code path, not another thread split) at one count per kernel:
+    3 under the default, 1 under the ordered."""
+    if "--inject" in RUNS[label]:
+        return ("3",) if kernel == "default" else ("1",)
     if label.startswith("probe"):
         return ("3",) if kernel == "default" else ("1", "3")
     return ("1", "3") if kernel == "default" else ("3",)
