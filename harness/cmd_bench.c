@@ -352,6 +352,7 @@ eq_status eq_cmd_bench(const eq_cli *cli)
     printf("shares (%%) are of each run's wall time; gemm_GF/s = GEMM FLOPs / time in GEMM; %%peak of the SGEMM "
            "peak; gemmcpu%% = GEMM's share of CPU time\n");
     print_table_header();
+    fflush(stdout); /* before the children's progress lines (-v) on standard error */
     for (int i = 0; i < N_WORKLOADS; i++) {
         if (!picked[i]) continue;
         if (cli->verbose) fprintf(stderr, "equiv: bench: running %s\n", workloads[i].name);
