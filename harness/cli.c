@@ -20,6 +20,9 @@ void eq_cli_print_help(void)
            "  equiv matrix [--case NAME] [--dtype D] [--size S] [--algo A] [--seed N] [--out DIR]\n"
            "                                                   every case x layout x dtype, one summary\n"
            "  equiv golden [--update] [--case NAME]            check (or rewrite) golden/envelopes\n"
+           "  equiv bench [--only NAME[,NAME]] [--quick] [--out DIR]\n"
+           "                                                   time, memory, GEMM rate and time per phase\n"
+           "                                                   of set runs (README: `equiv bench`)\n"
            "  equiv --list                                     cases, layouts, dtypes, algorithms\n"
            "  equiv --help | --version\n"
            "\n"
@@ -49,9 +52,13 @@ void eq_cli_print_help(void)
            "  --tolerance NAME   entry of the tolerance file (default: the case's entry for the dtype;\n"
            "                     a run of no case: default_<dtype>, which the report names)\n"
            "  --atol A, --rtol R |d| <= A + R |ref| for every tensor, instead of an entry\n"
+           "bench options:\n"
+           "  --only NAMES       the workloads to run, comma-separated (default: all; names in the table\n"
+           "                     equiv bench prints, e.g. row_parallel_bf16)\n"
+           "  --quick            every workload at a tiny size (seconds: a smoke test of the command)\n"
            "common options (the commands that take each):\n"
            "  --out DIR          write the dumps (.h5), report.md, report.json and report.html there\n"
-           "                     (run, compare, diff, matrix)\n"
+           "                     (run, compare, diff, matrix; bench: bench.json)\n"
            "  --format F         md (default), json or html on standard output (also --report F)\n"
            "                     (run, compare, matrix)\n"
            "  --cases-dir DIR    where case files live (default: $EQUIV_HOME/cases, else the installed or source tree's cases/) (all but diff)\n"
@@ -96,7 +103,8 @@ static eq_status parse_format(const char *text, eq_format *out)
 typedef enum {
     OPT_CASE, OPT_SIZE, OPT_TP, OPT_DP, OPT_DTYPE, OPT_ALGO, OPT_SEED, OPT_GRADS, OPT_INJECT, OPT_FORWARD_ONLY,
     OPT_TRUTH, OPT_BACKEND, OPT_COMM, OPT_EXPECT, OPT_TOLERANCE, OPT_ATOL, OPT_RTOL, OPT_GROWTH, OPT_UPDATE,
-    OPT_OUT, OPT_FORMAT, OPT_CASES_DIR, OPT_TOLERANCES, OPT_VERBOSE, OPT_LIST, OPT_HELP, OPT_VERSION, OPT_COUNT
+    OPT_ONLY, OPT_QUICK, OPT_OUT, OPT_FORMAT, OPT_CASES_DIR, OPT_TOLERANCES, OPT_VERBOSE, OPT_LIST, OPT_HELP,
+    OPT_VERSION, OPT_COUNT
 } option_id;
 
 #define RUN (1u << EQ_CMD_RUN)
@@ -105,7 +113,8 @@ typedef enum {
 #define MATRIX (1u << EQ_CMD_MATRIX)
 #define GOLDEN (1u << EQ_CMD_GOLDEN)
 #define LIST (1u << EQ_CMD_LIST)
-#define ANY (RUN | COMPARE | DIFF | MATRIX | GOLDEN | LIST)
+#define BENCH (1u << EQ_CMD_BENCH)
+#define ANY (RUN | COMPARE | DIFF | MATRIX | GOLDEN | LIST | BENCH)
 
 typedef struct {
     const char *name, *alias;
@@ -133,11 +142,13 @@ static const option_spec options[OPT_COUNT] = {
     [OPT_RTOL] = {"--rtol", NULL, 1, 0, COMPARE},
     [OPT_GROWTH] = {"--growth", NULL, 1, 0, DIFF},
     [OPT_UPDATE] = {"--update", NULL, 0, 0, GOLDEN},
-    [OPT_OUT] = {"--out", NULL, 1, 0, RUN | COMPARE | DIFF | MATRIX},
+    [OPT_ONLY] = {"--only", NULL, 1, 0, BENCH},
+    [OPT_QUICK] = {"--quick", NULL, 0, 0, BENCH},
+    [OPT_OUT] = {"--out", NULL, 1, 0, RUN | COMPARE | DIFF | MATRIX | BENCH},
     [OPT_FORMAT] = {"--format", "--report", 1, 0, RUN | COMPARE | MATRIX},
     [OPT_CASES_DIR] = {"--cases-dir", NULL, 1, 0, RUN | COMPARE | MATRIX | GOLDEN | LIST},
     [OPT_TOLERANCES] = {"--tolerances", NULL, 1, 0, RUN | COMPARE | MATRIX | GOLDEN},
-    [OPT_VERBOSE] = {"--verbose", "-v", 0, 0, RUN | COMPARE | MATRIX | GOLDEN},
+    [OPT_VERBOSE] = {"--verbose", "-v", 0, 0, RUN | COMPARE | MATRIX | GOLDEN | BENCH},
     [OPT_LIST] = {"--list", NULL, 0, 0, LIST},
     [OPT_HELP] = {"--help", "-h", 0, 1, ANY},
     [OPT_VERSION] = {"--version", NULL, 0, 1, ANY},
@@ -145,7 +156,7 @@ static const option_spec options[OPT_COUNT] = {
 
 static const char *const command_names[] = {
     [EQ_CMD_RUN] = "run", [EQ_CMD_COMPARE] = "compare", [EQ_CMD_DIFF] = "diff", [EQ_CMD_MATRIX] = "matrix",
-    [EQ_CMD_GOLDEN] = "golden", [EQ_CMD_LIST] = "list",
+    [EQ_CMD_GOLDEN] = "golden", [EQ_CMD_LIST] = "list", [EQ_CMD_BENCH] = "bench",
 };
 
 /* The option named by arg up to '=' (or its end), or OPT_COUNT. */
@@ -238,6 +249,7 @@ static eq_status parse_value(eq_cli *cli, option_id id, const char *val)
         cli->has_atol_rtol = 1;
         break;
     case OPT_GROWTH: st = parse_real(opt, val, 1.0, 1e6, &cli->growth); break;
+    case OPT_ONLY: cli->only = val; break;
     case OPT_OUT:
         st = check_path(opt, val);
         cli->out_dir = val;
@@ -263,6 +275,7 @@ static void set_flag(eq_cli *cli, option_id id)
     case OPT_FORWARD_ONLY: cli->forward_only = 1; break;
     case OPT_TRUTH: cli->truth = 1; break;
     case OPT_UPDATE: cli->update = 1; break;
+    case OPT_QUICK: cli->quick = 1; break;
     case OPT_VERBOSE: cli->verbose = 1; break;
     default: break; /* --list, --help, --version: the command, picked after every argument is read */
     }
@@ -280,7 +293,7 @@ static eq_status pick_command(eq_cli *cli, const char *const *positional, int n_
     for (int c = 0; c < (int)(sizeof command_names / sizeof command_names[0]); c++)
         if (command_names[c] != NULL && strcmp(word, command_names[c]) == 0) cmd = c;
     if (cmd < 0)
-        return EQ_FAIL(EQ_ERR_USAGE, "unknown command '%s' (known: run, compare, diff, matrix, golden, list)", word);
+        return EQ_FAIL(EQ_ERR_USAGE, "unknown command '%s' (known: run, compare, diff, matrix, golden, list, bench)", word);
     if (list_flag && cmd != EQ_CMD_LIST)
         return EQ_FAIL(EQ_ERR_USAGE, "--list is a command of its own (equiv list); not with '%s'", word);
     cli->command = (eq_command)cmd;

@@ -14,6 +14,7 @@ typedef enum {
     EQ_CMD_MATRIX,
     EQ_CMD_GOLDEN,
     EQ_CMD_LIST,
+    EQ_CMD_BENCH,
     EQ_CMD_HELP,
     EQ_CMD_VERSION,
 } eq_command;
@@ -39,13 +40,15 @@ typedef struct {
     const char *compare_paths[2];
     double growth;                     /* diff: a layer regressed when its divergence grew past this factor */
     int update;                        /* golden --update */
+    const char *only;                  /* bench --only NAME[,NAME]: those workloads (NULL: all) */
+    int quick;                         /* bench --quick: every workload at a tiny size */
     int has_expect;
     eq_expect expect;
     const char *tolerance_name;        /* --tolerance ENTRY, else from the case or the dtype */
     int has_atol_rtol;                 /* --atol / --rtol given (the other is 0 unless given too) */
     double atol, rtol;
     /* both */
-    const char *out_dir;               /* NULL: nothing written */
+    const char *out_dir;               /* NULL: nothing written (bench: bench.json there) */
     eq_format format;
     const char *cases_dir;
     const char *tolerances_path;

@@ -11,6 +11,7 @@
 #include "harness/data_home.h"
 #include "harness/dump.h"
 #include "harness/out_dir.h"
+#include "harness/phase_time.h"
 #include "harness/run_load.h"
 #include "harness/runner.h"
 #include "harness/truth.h"
@@ -54,13 +55,14 @@ static eq_status write_reports(const eq_cli *cli, eq_out *out, const eq_comparis
         writer write;
     } files[] = {{"report.md", eq_report_markdown}, {"report.json", eq_report_json}, {"report.html", eq_report_html}};
     eq_atomic_file af = {0};
+    const eq_phase_mark mark = eq_phase_enter(EQ_PHASE_REPORT);
     switch (cli->format) {
     case EQ_FORMAT_JSON: st = eq_report_json(stdout, cmps, n); break;
     case EQ_FORMAT_HTML: st = eq_report_html(stdout, cmps, n); break;
     case EQ_FORMAT_MARKDOWN: st = eq_report_markdown(stdout, cmps, n); break;
     }
     fflush(stdout);
-    if (st != EQ_OK || !eq_out_active(out)) return st;
+    if (st != EQ_OK || !eq_out_active(out)) goto cleanup;
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char path[4400];
         EQ_TRY(eq_out_path(out, files[i].name, path, sizeof path));
@@ -70,6 +72,7 @@ static eq_status write_reports(const eq_cli *cli, eq_out *out, const eq_comparis
     }
 cleanup:
     eq_atomic_abort(&af);
+    eq_phase_leave(EQ_PHASE_REPORT, mark);
     return st;
 }
 
@@ -86,7 +89,10 @@ static eq_status write_dump(eq_out *out, const eq_capture *cap)
     if (!eq_out_active(out)) return EQ_OK;
     char name[EQ_DUMP_FILENAME_MAX], path[4400];
     eq_status st = eq_out_path(out, eq_dump_filename(&cap->meta, name, sizeof name), path, sizeof path);
-    return st == EQ_OK ? eq_dump_write(path, cap) : st;
+    const eq_phase_mark mark = eq_phase_enter(EQ_PHASE_DUMPS);
+    if (st == EQ_OK) st = eq_dump_write(path, cap);
+    eq_phase_leave(EQ_PHASE_DUMPS, mark);
+    return st;
 }
 
 /* Runs spec, dumps it under --out, and says how long it took with -v. Under --comm mpi every rank
@@ -312,7 +318,12 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
                                                &cmps[n_cmps]));
             eq_comparison_apply_case(&cmps[n_cmps], kase);
             n_cmps++;
-            if (cli->truth) EQ_TRY(eq_truth_apply(&cmps[n_cmps - 1], &ref, &test, &truth));
+            if (cli->truth) {
+                const eq_phase_mark mark = eq_phase_enter(EQ_PHASE_COMPARE);
+                st = eq_truth_apply(&cmps[n_cmps - 1], &ref, &test, &truth);
+                eq_phase_leave(EQ_PHASE_COMPARE, mark);
+                EQ_TRY(st);
+            }
             eq_capture_free(&test);
         }
         eq_capture_free(&ref);

@@ -25,5 +25,7 @@ eq_status eq_cmd_diff(const eq_cli *cli, int *n_unexpected);
 eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected);
 /* The ci-size matrix against golden/envelopes (n_unexpected = tensors outside), or --update. */
 eq_status eq_cmd_golden(const eq_cli *cli, int *n_unexpected);
+/* Runs the benchmark workloads (harness/cmd_bench.c), each as a child equiv, and prints the table. */
+eq_status eq_cmd_bench(const eq_cli *cli);
 
 #endif

@@ -9,6 +9,7 @@
 #include "harness/cli.h"
 #include "harness/commands.h"
 #include "harness/dump.h"
+#include "harness/phase_time.h"
 #include "harness/world.h"
 #include "models/backend.h"
 
@@ -31,6 +32,7 @@ int main(int argc, char **argv)
 {
     eq_cpu_prefer_avx512_openblas(argv); /* models/backend.h says why */
     eq_dump_set_command(argc, argv);      /* recorded in every dump's root */
+    eq_phase_times_start();               /* with EQUIV_PHASE_TIMES=PATH (harness/phase_time.h) */
     eq_cli cli;
     int n_unexpected = 0;
     eq_status st = eq_cli_parse(argc, argv, &cli);
@@ -44,8 +46,10 @@ int main(int argc, char **argv)
         case EQ_CMD_DIFF: st = eq_cmd_diff(&cli, &n_unexpected); break;
         case EQ_CMD_MATRIX: st = eq_cmd_matrix(&cli, &n_unexpected); break;
         case EQ_CMD_GOLDEN: st = eq_cmd_golden(&cli, &n_unexpected); break;
+        case EQ_CMD_BENCH: st = eq_cmd_bench(&cli); break;
         }
     }
+    if (st == EQ_OK) st = eq_phase_times_finish();
     if (st != EQ_OK) {
         if (!prints_errors(&cli)) return eq_status_exit_code(st);
         fprintf(stderr, "equiv: error: %s [%s]\n", eq_error_message(), eq_error_where());

@@ -2,6 +2,8 @@
 
 #include <math.h>
 
+#include "harness/phase_time.h"
+
 #define EQ_PI 3.14159265358979323846
 
 /* Constants from the Random123 reference implementation (philox.h). */
@@ -74,5 +76,7 @@ void eq_rng_fill_normal(eq_tensor *t, uint64_t seed, const char *name, double st
 {
     uint32_t stream = eq_rng_stream(name);
     int64_t n = eq_tensor_numel(t);
+    const eq_phase_mark mark = eq_phase_enter(EQ_PHASE_INPUTS);
     for (int64_t i = 0; i < n; i++) eq_tensor_set(t, i, std * eq_rng_normal(seed, stream, (uint64_t)i));
+    eq_phase_leave(EQ_PHASE_INPUTS, mark);
 }

@@ -15,6 +15,7 @@
 #include "equiv_config.h"
 #include "harness/bf16.h"
 #include "harness/parallel.h"
+#include "harness/phase_time.h"
 #include "models/backend.h"
 #include "models/gemm_blas.h"
 #include "models/gemm_ordered.h"
@@ -127,8 +128,12 @@ static eq_status cpu_gemm_nt(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
         K > INT32_MAX)
         return EQ_FAIL(EQ_ERR_INTERNAL, "GEMM with bad sizes M=%lld N=%lld K=%lld", (long long)M, (long long)N,
                        (long long)K);
-    if (dt == EQ_BF16) return gemm_bf16(M, N, K, A, lda, B, ldb, C, ldc);
-    return threaded_gemm(dt, M, N, K, A, lda, B, ldb, C, ldc);
+    const eq_phase_mark mark = eq_phase_enter(EQ_PHASE_GEMM);
+    eq_phase_add_gemm_flops(M, N, K);
+    eq_status st = dt == EQ_BF16 ? gemm_bf16(M, N, K, A, lda, B, ldb, C, ldc)
+                                 : threaded_gemm(dt, M, N, K, A, lda, B, ldb, C, ldc);
+    eq_phase_leave(EQ_PHASE_GEMM, mark);
+    return st;
 }
 
 static const char *kernel_name(eq_dtype dt)

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/phase_time.h"
+
 /* dst[cols, rows] (packed) = src[rows, cols]^T (row stride ld), one typed loop per element size. */
 #define DEFINE_TRANSPOSE(name, T)                                                              \
     static void name(int64_t rows, int64_t cols, const T *src, int64_t ld, T *dst)             \
@@ -24,6 +26,7 @@ static void transpose(size_t elem, int64_t rows, int64_t cols, const void *src, 
 eq_status eq_gemm(const eq_backend *be, eq_dtype dt, eq_gemm_form form, int64_t M, int64_t N, int64_t K,
                   const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc)
 {
+    const eq_phase_mark mark = eq_phase_enter(EQ_PHASE_GEMM);
     const size_t elem = eq_dtype_size(dt);
     void *a_packed = NULL, *b_packed = NULL;
     eq_status st = EQ_OK;
@@ -44,10 +47,12 @@ eq_status eq_gemm(const eq_backend *be, eq_dtype dt, eq_gemm_form form, int64_t 
     st = be->gemm_nt(dt, M, N, K, A, lda, B, ldb, C, ldc);
     free(a_packed);
     free(b_packed);
+    eq_phase_leave(EQ_PHASE_GEMM, mark);
     return st;
 nomem:
     free(a_packed);
     free(b_packed);
+    eq_phase_leave(EQ_PHASE_GEMM, mark);
     return EQ_FAIL(EQ_ERR_NOMEM, "GEMM [%lld x %lld x %lld]: no memory for a transposed operand", (long long)M,
                    (long long)N, (long long)K);
 }

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 
+#include "harness/phase_time.h"
 #include "harness/status.h"
 #include "harness/tensor.h"
 
@@ -68,25 +69,37 @@ eq_group eq_group_sim(int size, eq_algo algo);
 static inline eq_status eq_all_reduce(const eq_group *g, void *const bufs[], size_t count, eq_dtype dt,
                                       eq_redop op)
 {
-    return g->transport->all_reduce(g, bufs, count, dt, op);
+    const eq_phase_mark mark = eq_phase_enter(EQ_PHASE_COLLECTIVES);
+    const eq_status st = g->transport->all_reduce(g, bufs, count, dt, op);
+    eq_phase_leave(EQ_PHASE_COLLECTIVES, mark);
+    return st;
 }
 
 static inline eq_status eq_reduce_scatter(const eq_group *g, const void *const in[], void *const out[],
                                           size_t count_per_member, eq_dtype dt, eq_redop op)
 {
-    return g->transport->reduce_scatter(g, in, out, count_per_member, dt, op);
+    const eq_phase_mark mark = eq_phase_enter(EQ_PHASE_COLLECTIVES);
+    const eq_status st = g->transport->reduce_scatter(g, in, out, count_per_member, dt, op);
+    eq_phase_leave(EQ_PHASE_COLLECTIVES, mark);
+    return st;
 }
 
 static inline eq_status eq_all_gather(const eq_group *g, const void *const in[], void *const out[],
                                       size_t count_per_member, eq_dtype dt)
 {
-    return g->transport->all_gather(g, in, out, count_per_member, dt);
+    const eq_phase_mark mark = eq_phase_enter(EQ_PHASE_COLLECTIVES);
+    const eq_status st = g->transport->all_gather(g, in, out, count_per_member, dt);
+    eq_phase_leave(EQ_PHASE_COLLECTIVES, mark);
+    return st;
 }
 
 static inline eq_status eq_broadcast(const eq_group *g, void *const bufs[], size_t count, eq_dtype dt,
                                      int root)
 {
-    return g->transport->broadcast(g, bufs, count, dt, root);
+    const eq_phase_mark mark = eq_phase_enter(EQ_PHASE_COLLECTIVES);
+    const eq_status st = g->transport->broadcast(g, bufs, count, dt, root);
+    eq_phase_leave(EQ_PHASE_COLLECTIVES, mark);
+    return st;
 }
 
 #endif
