@@ -37,7 +37,7 @@
 #include "harness/tensor.h"
 #include "harness/tolerance.h"
 
-#define EQ_CASE_MAX_SIZES 4
+#define EQ_CASE_MAX_SIZES 8
 #define EQ_CASE_MAX_PARAMS 16
 #define EQ_CASE_MAX_LAYOUTS 16
 #define EQ_CASE_MAX_EXPECT 16
