@@ -8,6 +8,7 @@
 #include "models/ops.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <tgmath.h>
 
 #include "harness/bf16.h"
@@ -222,28 +223,60 @@ void eq_gelu_backward(eq_dtype dt, int64_t n, void *din, const void *dout, const
  *   P_ij = exp(z_j - m) / sum_{k<=i} exp(z_k - m) for j <= i, and exactly 0 for j > i.
  * The scale multiplies, as Megatron's baddbmm alpha does (ops.h's "scores / sqrt(D)"; the same
  * bits whenever 1/sqrt(D) is exact, e.g. D = 64). Row i reads scores[i, j <= i] only. exps[S] is
- * scratch of T. Forward and backward both call this, so their P agree bit for bit. */
+ * scratch of T. Forward and backward both call this, so their P agree bit for bit.
+ * The row is widened into exps once and each pass is a plain loop over it (the compiler can
+ * vectorise all but the exps and their sum, which stay in order j = 0..i). The max is taken in
+ * MAX_LANES interleaved lanes, then over the lanes: the same value as the sequential max (a max
+ * is one of the values; a tie of +0 and -0 gives the same exp(z - max) either way). */
+#define MAX_LANES 8
+#define DEFINE_ROW_IO(T)                                                                               \
+    static void load_row_##T(eq_dtype dt, const void *buf, int64_t offset, int64_t n, T *dst)          \
+    {                                                                                                  \
+        if (dt == EQ_BF16)                                                                             \
+            for (int64_t j = 0; j < n; j++) dst[j] = (T)eq_bf16_to_f32(((const uint16_t *)buf)[offset + j]); \
+        else                                                                                           \
+            memcpy(dst, (const T *)buf + offset, (size_t)n * sizeof *dst);                             \
+    }                                                                                                  \
+    static void store_row_##T(eq_dtype dt, void *buf, int64_t offset, int64_t n, const T *src)         \
+    {                                                                                                  \
+        if (dt == EQ_BF16)                                                                             \
+            for (int64_t j = 0; j < n; j++) ((uint16_t *)buf)[offset + j] = eq_f32_to_bf16((float)src[j]); \
+        else                                                                                           \
+            memcpy((T *)buf + offset, src, (size_t)n * sizeof *src);                                   \
+    }                                                                                                  \
+    static T max_of_##T(const T *z, int64_t n)                                                         \
+    {                                                                                                  \
+        T lane[MAX_LANES];                                                                             \
+        for (int k = 0; k < MAX_LANES; k++) lane[k] = (T)-INFINITY;                                    \
+        int64_t j = 0;                                                                                 \
+        for (; j + MAX_LANES <= n; j += MAX_LANES)                                                     \
+            for (int k = 0; k < MAX_LANES; k++) lane[k] = z[j + k] > lane[k] ? z[j + k] : lane[k];     \
+        for (; j < n; j++) lane[0] = z[j] > lane[0] ? z[j] : lane[0];                                  \
+        T max = lane[0];                                                                               \
+        for (int k = 1; k < MAX_LANES; k++) max = lane[k] > max ? lane[k] : max;                       \
+        return max;                                                                                    \
+    }
+DEFINE_ROW_IO(float)
+DEFINE_ROW_IO(double)
+
 #define DEFINE_CAUSAL_SOFTMAX(T)                                                                       \
     static void causal_softmax_row_##T(eq_dtype dt, int64_t S, int64_t D, int64_t i, const void *scores, \
                                        void *P, void *exps_scratch)                                    \
     {                                                                                                  \
-        T *exps = exps_scratch;                                                                        \
+        T *z = exps_scratch; /* z_j = scale scores_ij, then exp(z_j - max), then P_ij */              \
         const T scale = (T)1 / sqrt((T)D);                                                             \
-        {                                                                                              \
-            const int64_t row = i * S;                                                                 \
-            T max = (T)-INFINITY;                                                                      \
-            for (int64_t j = 0; j <= i; j++) {                                                         \
-                const T z = load_##T(dt, scores, row + j) * scale;                                     \
-                if (z > max) max = z;                                                                  \
-            }                                                                                          \
-            T sum = 0;                                                                                 \
-            for (int64_t j = 0; j <= i; j++) {                                                         \
-                exps[j] = exp(load_##T(dt, scores, row + j) * scale - max);                            \
-                sum += exps[j];                                                                        \
-            }                                                                                          \
-            for (int64_t j = 0; j <= i; j++) store_##T(dt, P, row + j, exps[j] / sum);                 \
-            for (int64_t j = i + 1; j < S; j++) store_##T(dt, P, row + j, 0);                          \
+        const int64_t row = i * S, n = i + 1;                                                          \
+        load_row_##T(dt, scores, row, n, z);                                                           \
+        for (int64_t j = 0; j < n; j++) z[j] *= scale;                                                 \
+        const T max = max_of_##T(z, n);                                                                \
+        T sum = 0;                                                                                     \
+        for (int64_t j = 0; j < n; j++) {                                                              \
+            z[j] = exp(z[j] - max);                                                                    \
+            sum += z[j];                                                                               \
         }                                                                                              \
+        for (int64_t j = 0; j < n; j++) z[j] /= sum;                                                   \
+        store_row_##T(dt, P, row, n, z);                                                               \
+        memset((char *)P + (size_t)(row + n) * eq_dtype_size(dt), 0, (size_t)(S - n) * eq_dtype_size(dt)); \
     }
 DEFINE_CAUSAL_SOFTMAX(float)
 DEFINE_CAUSAL_SOFTMAX(double)
