@@ -177,7 +177,8 @@ static eq_status replica_step(const eq_step *step, gpt_run *run, int d, int slot
     EQ_TRY(eq_tensor_clone(&dy, &inputs[0]));
     if (!step->forward_only) EQ_TRY(eq_tensor_clone(&dh, &inputs[0]));
     if (!step->forward_only) EQ_TRY(eq_tensor_clone(&dx, &inputs[0]));
-    EQ_TRY(gpt_acts_alloc(&acts, z, b, step->dtype));
+    if (step->forward_only && !run->capture_all) EQ_TRY(gpt_acts_alloc_forward_only(&acts, z, b, step->dtype));
+    else EQ_TRY(gpt_acts_alloc(&acts, z, b, step->dtype));
 
     for (int l = 0; l < L; l++) {
         eq_step block_step = *step;
