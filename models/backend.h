@@ -36,6 +36,10 @@ typedef struct {
      * call twice; the backend opens again on its next use. */
     void (*release)(void);
     const eq_backend_ops *ops;
+    /* 1 where a GEMM over some rows and a prefix of the columns rounds every element as the full
+     * GEMM does (the CPU backend, by construction); then the attention may skip the blocks of its
+     * scores above the diagonal. cuBLAS picks a kernel per shape: 0. */
+    int shape_invariant;
 } eq_backend;
 
 extern const eq_backend eq_backend_cpu;

@@ -272,6 +272,7 @@ const eq_backend eq_backend_cpu = {
     .describe = cpu_describe,
     .release = cpu_release,
     .ops = &cpu_ops,
+    .shape_invariant = 1,
 };
 
 eq_status eq_backend_find(const char *name, const eq_backend **out)

@@ -428,13 +428,15 @@ static eq_status check_attention_extents(const char *what, int64_t S, int64_t B,
  * work). Each element is the same sum over D as the full GEMM's (the backend's shape invariance:
  * a GEMM over some rows and a prefix of the columns rounds each element as the full one does).
  * Entries j >= i1 of a block's rows are left as they were; the causal softmax and its backward
- * read j <= i only. */
+ * read j <= i only. A backend without that invariance (cuBLAS) computes the full product, one
+ * GEMM, as before. */
 #define CAUSAL_BLOCK_ROWS 256
 
 static eq_status causal_scores(const eq_backend *be, eq_dtype dt, int64_t S, int64_t D, const void *X,
                                int64_t ldx, const void *Y, int64_t ldy, void *out)
 {
     eq_status st = EQ_OK;
+    if (!be->shape_invariant) return eq_gemm(be, dt, EQ_GEMM_NT, S, S, D, X, ldx, Y, ldy, out, S);
     for (int64_t i0 = 0; i0 < S; i0 += CAUSAL_BLOCK_ROWS) {
         const int64_t i1 = i0 + CAUSAL_BLOCK_ROWS < S ? i0 + CAUSAL_BLOCK_ROWS : S;
         EQ_TRY(eq_gemm(be, dt, EQ_GEMM_NT, i1 - i0, i1, D, element(dt, X, i0 * ldx), ldx, Y, ldy,
