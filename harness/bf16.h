@@ -20,9 +20,10 @@ static inline uint16_t eq_f32_to_bf16(float f)
 {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even; carries into Inf */
-    return (uint16_t)(u >> 16);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* to nearest, ties to even; carries into Inf */
+    const uint32_t quiet_nan = (u >> 16) | 0x0040u;
+    /* a select, not a branch: loops of conversions vectorise */
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 /* fp64 -> bf16 rounded once (no double rounding through fp32: the fp32 step rounds to odd). */

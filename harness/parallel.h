@@ -15,6 +15,9 @@
 #include <stdint.h>
 
 typedef void (*eq_range_fn)(void *ctx, int64_t begin, int64_t end);
+/* The same, told which worker runs the range: `slot` in [0, eq_parallel_workers()), one range per
+ * slot per call, so a caller can hand each worker its own scratch. */
+typedef void (*eq_slot_range_fn)(void *ctx, int slot, int64_t begin, int64_t end);
 
 /* Workers equiv uses at most: the online cores, capped at 16, or EQUIV_THREADS when set (>= 1). */
 int eq_parallel_workers(void);
@@ -23,5 +26,6 @@ int eq_parallel_workers(void);
  * items each (one range, on the caller, when n < 2 * grain). Ranges that a thread could not be
  * started for run on the caller: the call never fails, only slows. Returns when all are done. */
 void eq_parallel_for(int64_t n, int64_t grain, eq_range_fn fn, void *ctx);
+void eq_parallel_for_slots(int64_t n, int64_t grain, eq_slot_range_fn fn, void *ctx);
 
 #endif

@@ -43,6 +43,10 @@ typedef struct {
      * they are computed. */
     eq_status (*attention_head)(eq_dtype dt, int64_t S, int64_t D, const void *Q, const void *K, int64_t qkv_ld,
                                 const void *VT, void *ctx, int64_t ctx_ld);
+    /* 1 where a GEMM over some rows and a prefix of the columns rounds every element as the full
+     * GEMM does (the CPU backend, by construction); then the attention may skip the blocks of its
+     * scores above the diagonal. cuBLAS picks a kernel per shape: 0. */
+    int shape_invariant;
 } eq_backend;
 
 extern const eq_backend eq_backend_cpu;

@@ -90,35 +90,125 @@ static eq_status threaded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, con
     return EQ_OK;
 }
 
-/* Copies a strided bf16 matrix [rows, cols] (row stride ld) into a packed fp32 one: exact. */
-static void widen_bf16(const uint16_t *src, int64_t rows, int64_t cols, int64_t ld, float *dst)
+/* bf16: the operands are widened exactly to fp32 and the fp32 GEMM runs on the copies. B is
+ * widened once per call (over the workers' rows of it); each worker then takes its rows of A in
+ * chunks of BF16_CHUNK_ROWS: widens them, runs the serial GEMM, rounds that block of C to bf16.
+ * Rows of C never interact, so the chunking changes no bit (the shape invariance above). The
+ * copies live in scratch kept across calls (grown, never shrunk; cpu_release frees it), so a GEMM
+ * costs no allocation and no page faults once the largest shape has been seen; the lock makes
+ * concurrent callers take turns on it. */
+#define BF16_CHUNK_ROWS 256
+#define MAX_SLOTS 16 /* harness/parallel.c's MAX_WORKERS */
+
+typedef struct {
+    float *buf;
+    size_t cap; /* floats */
+} scratch;
+
+static pthread_mutex_t bf16_lock = PTHREAD_MUTEX_INITIALIZER;
+static scratch bf16_b;                 /* [N, K] widened B */
+static scratch bf16_slot[MAX_SLOTS]; /* per worker: [BF16_CHUNK_ROWS, K] of A, then [BF16_CHUNK_ROWS, N] of C */
+
+static int scratch_reserve(scratch *s, size_t floats)
 {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = eq_bf16_to_f32(src[r * ld + c]);
+    if (s->cap >= floats) return 1;
+    free(s->buf);
+    s->buf = malloc(floats * sizeof *s->buf);
+    s->cap = s->buf != NULL ? floats : 0;
+    return s->buf != NULL;
+}
+
+static void scratch_free(scratch *s)
+{
+    free(s->buf);
+    s->buf = NULL, s->cap = 0;
+}
+
+/* Copies rows [r0, r1) of a strided bf16 matrix (row stride ld, `cols` wide) into packed fp32
+ * rows starting at dst's row 0: exact. */
+static void widen_bf16_rows(const uint16_t *src, int64_t r0, int64_t r1, int64_t cols, int64_t ld, float *dst)
+{
+    for (int64_t r = r0; r < r1; r++) {
+        const uint16_t *in = src + r * ld;
+        float *out = dst + (r - r0) * cols;
+        for (int64_t c = 0; c < cols; c++) out[c] = eq_bf16_to_f32(in[c]);
+    }
+}
+
+typedef struct {
+    int64_t N, K, lda, ldb, ldc;
+    int64_t chunk_rows; /* at most BF16_CHUNK_ROWS, and at most M */
+    const uint16_t *A, *B;
+    uint16_t *C;
+    pthread_mutex_t lock;
+    eq_status st; /* the first failure, its message copied from the worker's thread */
+    char message[256];
+} bf16_rows;
+
+static void run_widen_b(void *ctx, int64_t r0, int64_t r1)
+{
+    const bf16_rows *g = ctx;
+    widen_bf16_rows(g->B, r0, r1, g->K, g->ldb, bf16_b.buf + r0 * g->K);
+}
+
+static void run_bf16_rows(void *ctx, int slot, int64_t r0, int64_t r1)
+{
+    bf16_rows *g = ctx;
+    float *a32 = bf16_slot[slot].buf, *c32 = a32 + (size_t)(g->chunk_rows * g->K);
+    eq_status st = EQ_OK;
+    for (int64_t c0 = r0; c0 < r1 && st == EQ_OK; c0 += g->chunk_rows) {
+        const int64_t c1 = c0 + g->chunk_rows < r1 ? c0 + g->chunk_rows : r1;
+        widen_bf16_rows(g->A, c0, c1, g->K, g->lda, a32);
+        st = serial_gemm(EQ_FP32, c1 - c0, g->N, g->K, a32, g->K, bf16_b.buf, g->K, c32, g->N);
+        for (int64_t r = c0; st == EQ_OK && r < c1; r++) {
+            const float *in = c32 + (r - c0) * g->N;
+            uint16_t *out = g->C + r * g->ldc;
+            for (int64_t c = 0; c < g->N; c++) out[c] = eq_f32_to_bf16(in[c]);
+        }
+    }
+    if (st == EQ_OK) return;
+    pthread_mutex_lock(&g->lock);
+    if (g->st == EQ_OK) {
+        g->st = st;
+        snprintf(g->message, sizeof g->message, "%s (%s)", eq_error_message(), eq_error_where());
+    }
+    pthread_mutex_unlock(&g->lock);
+    eq_error_clear();
 }
 
 static eq_status gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
                            int64_t ldb, uint16_t *C, int64_t ldc)
 {
     eq_status st = EQ_OK;
-    float *a32 = malloc((size_t)(M * K) * sizeof *a32);
-    float *b32 = malloc((size_t)(N * K) * sizeof *b32);
-    float *c32 = malloc((size_t)(M * N) * sizeof *c32);
-    if (a32 == NULL || b32 == NULL || c32 == NULL) {
+    choose_kernel(EQ_FP32);
+    pthread_mutex_lock(&bf16_lock);
+    const int64_t rows = M < BF16_CHUNK_ROWS ? M : BF16_CHUNK_ROWS; /* of a chunk */
+    const int workers = eq_parallel_workers();
+    int have = scratch_reserve(&bf16_b, (size_t)(N * K));
+    for (int w = 0; w < workers && have; w++) have = scratch_reserve(&bf16_slot[w], (size_t)(rows * (K + N)));
+    bf16_rows g = {.N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .chunk_rows = rows, .A = A, .B = B, .C = C,
+                   .lock = PTHREAD_MUTEX_INITIALIZER, .st = EQ_OK};
+    if (!have) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "bf16 GEMM [%lld x %lld x %lld]: no memory for fp32 copies", (long long)M,
                      (long long)N, (long long)K);
         goto cleanup;
     }
-    widen_bf16(A, M, K, lda, a32);
-    widen_bf16(B, N, K, ldb, b32);
-    EQ_TRY(threaded_gemm(EQ_FP32, M, N, K, a32, K, b32, K, c32, N));
-    for (int64_t r = 0; r < M; r++)
-        for (int64_t c = 0; c < N; c++) C[r * ldc + c] = eq_f32_to_bf16(c32[r * N + c]);
+    eq_parallel_for(N, MIN_ROWS_PER_THREAD, run_widen_b, &g);
+    eq_parallel_for_slots(M, MIN_ROWS_PER_THREAD, run_bf16_rows, &g);
+    if (g.st != EQ_OK) st = EQ_FAIL(g.st, "GEMM block: %s", g.message);
 cleanup:
-    free(a32);
-    free(b32);
-    free(c32);
+    pthread_mutex_destroy(&g.lock);
+    pthread_mutex_unlock(&bf16_lock);
     return st;
+}
+
+/* The fp32 copies of the bf16 GEMM (the only thing the CPU backend holds). */
+static void cpu_release(void)
+{
+    pthread_mutex_lock(&bf16_lock);
+    scratch_free(&bf16_b);
+    for (int w = 0; w < MAX_SLOTS; w++) scratch_free(&bf16_slot[w]);
+    pthread_mutex_unlock(&bf16_lock);
 }
 
 static eq_status cpu_gemm_nt(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
@@ -193,7 +283,9 @@ const eq_backend eq_backend_cpu = {
     .name = "cpu",
     .gemm_nt = cpu_gemm_nt,
     .describe = cpu_describe,
+    .release = cpu_release,
     .ops = &cpu_ops,
+    .shape_invariant = 1,
 };
 
 eq_status eq_backend_find(const char *name, const eq_backend **out)

@@ -155,7 +155,8 @@ static void replica_phase(const eq_step *step, const gpt_run *run, int d, const 
  * every block, the final LayerNorm and the loss, then (unless forward-only) the backward.
  * Activation checkpointing: only each block's input is kept; the backward recomputes a block's
  * activations from it, bit for bit as the forward made them, so the docs size (28 blocks of
- * [4096, 2, *]) fits in memory. */
+ * [4096, 2, *]) fits in memory. Forward-only keeps none: a block's input is freed once its output
+ * is made, and the backward's buffers are never allocated. */
 static eq_status replica_step(const eq_step *step, gpt_run *run, int d, int slot)
 {
     eq_status st = EQ_OK;
@@ -174,9 +175,10 @@ static eq_status replica_step(const eq_step *step, gpt_run *run, int d, int slot
     EQ_TRY(eq_batch_shard_gather(&run->target, dp, d, &target));
     EQ_TRY(eq_tensor_clone(&lnf_out, &inputs[0]));
     EQ_TRY(eq_tensor_clone(&dy, &inputs[0]));
-    EQ_TRY(eq_tensor_clone(&dh, &inputs[0]));
-    EQ_TRY(eq_tensor_clone(&dx, &inputs[0]));
-    EQ_TRY(gpt_acts_alloc(&acts, z, b, step->dtype));
+    if (!step->forward_only) EQ_TRY(eq_tensor_clone(&dh, &inputs[0]));
+    if (!step->forward_only) EQ_TRY(eq_tensor_clone(&dx, &inputs[0]));
+    if (step->forward_only && !run->capture_all) EQ_TRY(gpt_acts_alloc_forward_only(&acts, z, b, step->dtype));
+    else EQ_TRY(gpt_acts_alloc(&acts, z, b, step->dtype));
 
     for (int l = 0; l < L; l++) {
         eq_step block_step = *step;
@@ -186,6 +188,7 @@ static eq_status replica_step(const eq_step *step, gpt_run *run, int d, int slot
         EQ_TRY(collect_acts(step, run, &acts, d, &run->full_acts[l]));
         run->work += 1.0;
         EQ_TRY(eq_tensor_clone(&inputs[l + 1], &acts.out));
+        if (step->forward_only) eq_tensor_free(&inputs[l]); /* read again only by the backward's recompute */
     }
     EQ_TRY(step->backend->ops->layernorm_forward(step->dtype, tokens, H, lnf_out.data, lnf_mean, lnf_rstd,
                                                  inputs[L].data, run->lnf_gamma.data, run->lnf_beta.data));

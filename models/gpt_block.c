@@ -57,8 +57,55 @@ cleanup:
     return st;
 }
 
+/* A tensor [S, b, last] on storage it does not own. */
+static eq_tensor view_of(void *storage, eq_dtype dt, int64_t seq, int64_t local_batch, int64_t last)
+{
+    return (eq_tensor){.dtype = dt, .ndim = 3, .shape = {seq, local_batch, last}, .data = storage};
+}
+
+eq_status gpt_acts_alloc_forward_only(gpt_block_acts *a, const gpt_sizes *z, int64_t local_batch, eq_dtype dt)
+{
+    eq_status st = EQ_OK;
+    memset(a, 0, sizeof *a);
+    const int64_t tokens = z->seq * local_batch, H = z->hidden, wide = 3 * H > z->ffn ? 3 * H : z->ffn;
+    const size_t elem = eq_dtype_size(dt), h_bytes = (size_t)(tokens * H) * elem;
+    const size_t bytes[5] = {h_bytes, h_bytes, (size_t)(tokens * wide) * elem, h_bytes, h_bytes};
+    for (int i = 0; i < 5; i++) {
+        a->pool[i] = calloc(1, bytes[i] > 0 ? bytes[i] : 1);
+        if (a->pool[i] == NULL) {
+            st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the activations of %lld tokens", (long long)tokens);
+            goto cleanup;
+        }
+    }
+    a->ln1_out = a->attn_out = a->mlp_out = view_of(a->pool[0], dt, z->seq, local_batch, H);
+    a->attn_ctx = a->ln2_out = view_of(a->pool[1], dt, z->seq, local_batch, H);
+    a->qkv = view_of(a->pool[2], dt, z->seq, local_batch, 3 * H);
+    a->fc1_out = a->gelu_out = view_of(a->pool[2], dt, z->seq, local_batch, z->ffn);
+    a->resid = view_of(a->pool[3], dt, z->seq, local_batch, H);
+    a->out = view_of(a->pool[4], dt, z->seq, local_batch, H);
+    a->ln1_mean = calloc((size_t)tokens, sizeof(double));
+    a->ln1_rstd = calloc((size_t)tokens, sizeof(double));
+    a->ln2_mean = calloc((size_t)tokens, sizeof(double));
+    a->ln2_rstd = calloc((size_t)tokens, sizeof(double));
+    if (!a->ln1_mean || !a->ln1_rstd || !a->ln2_mean || !a->ln2_rstd) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for LayerNorm statistics of %lld tokens", (long long)tokens);
+        goto cleanup;
+    }
+    return EQ_OK;
+cleanup:
+    gpt_acts_free(a);
+    return st;
+}
+
 void gpt_acts_free(gpt_block_acts *a)
 {
+    if (a->pool[0] != NULL) { /* views of the pool: forget them, free the pool */
+        const gpt_block_acts empty = {0};
+#define GPT_FORGET(name, last, sharded) a->name = empty.name;
+        GPT_BLOCK_ACTS(GPT_FORGET)
+#undef GPT_FORGET
+        for (int i = 0; i < 5; i++) free(a->pool[i]), a->pool[i] = NULL;
+    }
 #define GPT_FREE(name, last, sharded) eq_tensor_free(&a->name);
     GPT_BLOCK_ACTS(GPT_FREE)
 #undef GPT_FREE

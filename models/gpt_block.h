@@ -73,6 +73,7 @@ typedef struct {
     GPT_BLOCK_ACTS(GPT_FIELD)
 #undef GPT_FIELD
     double *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [T] each, for the LayerNorm backwards */
+    void *pool[5]; /* forward-only: the storage the activations share (gpt_acts_alloc_forward_only) */
 } gpt_block_acts;
 
 /* Allocation of a block's parameters (shaped, zeroed; `like_params` only for the shapes), of its
@@ -81,6 +82,13 @@ eq_status gpt_params_alloc(gpt_block_params *p, const gpt_sizes *z, eq_dtype dt)
 void gpt_params_free(gpt_block_params *p);
 eq_status gpt_acts_alloc(gpt_block_acts *a, const gpt_sizes *z, int64_t local_batch, eq_dtype dt);
 void gpt_acts_free(gpt_block_acts *a);
+
+/* Activations for a forward alone, where only `out` (and the LayerNorm statistics) must hold their
+ * values afterwards: activations share storage once the earlier one is dead. ln1_out, attn_out
+ * and mlp_out share one [T, H]; attn_ctx and ln2_out another; qkv, fc1_out and gelu_out one
+ * [T, max(3H, F)] (the GELU runs in place); resid and out their own. Five buffers instead of ten,
+ * the same values (gpt_block_test). gpt_acts_free frees them. */
+eq_status gpt_acts_alloc_forward_only(gpt_block_acts *a, const gpt_sizes *z, int64_t local_batch, eq_dtype dt);
 
 /* Forward of one block on one replica: x [S, b, H] -> a (every activation, a->out the output). */
 eq_status gpt_block_forward(const eq_step *step, const gpt_sizes *z, const gpt_block_params *p, const eq_tensor *x,

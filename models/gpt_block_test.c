@@ -127,10 +127,47 @@ static void test_block_gradients(void)
     eq_tensor_free(&x), eq_tensor_free(&w), eq_tensor_free(&dx);
 }
 
+/* The forward-only activations (shared storage) give the block output and LayerNorm statistics
+ * bit for bit as the full set does, in each dtype, under tp, and with F below and above 3H (the
+ * shared wide buffer is sized by the larger). */
+static void test_forward_only_acts(eq_dtype dt, int tp, int64_t ffn)
+{
+    gpt_sizes z = sizes;
+    z.ffn = ffn;
+    gpt_block_params p;
+    gpt_block_acts full, lean;
+    eq_tensor x;
+    const int64_t shape[3] = {z.seq, z.batch, z.hidden};
+    EQ_EXPECT_OK(gpt_params_alloc(&p, &z, dt));
+#define INIT(name, ndim, d0, d1, init, std, split) eq_rng_fill_normal(&p.name, 5, #name, 0.5);
+    GPT_BLOCK_PARAMS(INIT)
+#undef INIT
+    EQ_EXPECT_OK(eq_tensor_init(&x, dt, 3, shape));
+    eq_rng_fill_normal(&x, 5, "x", 1.0);
+    EQ_EXPECT_OK(gpt_acts_alloc(&full, &z, z.batch, dt));
+    EQ_EXPECT_OK(gpt_acts_alloc_forward_only(&lean, &z, z.batch, dt));
+    eq_step s = make_step(tp);
+    s.dtype = dt;
+    EQ_EXPECT_OK(gpt_block_forward(&s, &z, &p, &x, &full));
+    EQ_EXPECT_OK(gpt_block_forward(&s, &z, &p, &x, &lean));
+    const size_t stats = (size_t)(z.seq * z.batch) * sizeof(double);
+    const int same = memcmp(full.out.data, lean.out.data, eq_tensor_bytes(&full.out)) == 0 &&
+                     memcmp(full.ln1_rstd, lean.ln1_rstd, stats) == 0 && memcmp(full.ln2_rstd, lean.ln2_rstd, stats) == 0;
+    EQ_EXPECT(same, "%s tp=%d ffn=%lld: the forward-only activations change the block output", eq_dtype_name(dt), tp,
+              (long long)ffn);
+    gpt_params_free(&p), gpt_acts_free(&full), gpt_acts_free(&lean), eq_tensor_free(&x);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
     eq_cpu_prefer_avx512_openblas(argv);
     test_block_gradients();
+    const eq_dtype dtypes[3] = {EQ_BF16, EQ_FP32, EQ_FP64};
+    for (int d = 0; d < 3; d++)
+        for (int tp = 1; tp <= 4; tp *= 2) {
+            test_forward_only_acts(dtypes[d], tp, sizes.ffn);
+            test_forward_only_acts(dtypes[d], tp, 4 * sizes.ffn);
+        }
     return eq_test_finish("gpt_block_test");
 }
