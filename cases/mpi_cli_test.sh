@@ -21,6 +21,7 @@ all | linear | mlp_stack | gpt | gpt_variants | spd | errors) ;;
 *) echo "mpi_cli_test.sh: unknown part '$part'"; exit 2 ;;
 esac
 want() { [ "$part" = all ] || [ "$part" = "$1" ]; } # want PART: this run checks PART
+checks=0 # runs and error cases checked: a part that checks nothing fails
 if [ "$mpirun" = none ]; then
     echo "no mpirun or no MPI in this build: skipped"
     exit 77
@@ -33,6 +34,7 @@ bad() { echo "FAIL: $*"; fail=1; }
 # run_pair CASE DP TP DTYPE ALGO [EXTRA...]: both transports, then the checks above.
 run_pair() {
     local kase=$1 dp=$2 tp=$3 dtype=$4 algo=$5
+    checks=$((checks + 1))
     shift 5
     local tag="$kase-dp$dp-tp$tp-$dtype-$algo$(printf '%s' "$*" | tr -c 'a-z0-9_' '-')" args=(--case "$kase" --dp "$dp" --tp "$tp" --dtype "$dtype" --algo "$algo" "$@")
     local dump="$kase-$dtype-dp$dp-tp$tp.h5"
@@ -123,6 +125,7 @@ fi
 # Errors under mpirun: exit status 2, one 'equiv: error:' line (rank 0's), nothing written.
 expect_error() { # NP PART ARGS...
     local np=$1 part=$2
+    checks=$((checks + 1))
     shift 2
     rm -rf "$work/err-out"
     "$mpirun" -np "$np" "$equiv" "$@" --out "$work/err-out" >"$work/err.txt" 2>"$work/err.err"
@@ -141,4 +144,5 @@ expect_error 4 "add --grads sum" --case spd --dp 4 --comm mpi --inject faith_eve
 expect_error 4 "give --dp and --tp" --case row_parallel --comm mpi
 expect_error 3 "does not divide" --case row_parallel --tp 3 --dp 1 --comm mpi
 fi
+[ "$checks" -gt 0 ] || bad "part '$part' checked nothing"
 exit $fail
