@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Faults under mpirun (reductions/mpi_watch.h): rank 0 working alone is no collective timeout, and a
 # rank that is killed or stopped is named in one equiv line, once.
-#   mpi_fault_test.sh MPIRUN EQUIV PART          (MPIRUN "none": skipped, exit 77)
-# PART
+#   mpi_fault_test.sh MPIRUN EQUIV PART...       (MPIRUN "none": skipped, exit 77)
+# Several parts run one after the other, one job at a time (cases/meson.build runs them all in one
+# test, so that no two of these timed jobs share the machine). PART
 #   root_alone    EQUIV_COLLECTIVE_TIMEOUT_S=3, and rank 0 spends longer than that alone in the
 #                 dp1-tp1 runs (the reference and --truth's fp64 run): the job passes with a report.
 #   killed        kill -9 of rank 2 mid-run: one line naming rank 2 and its pid.
@@ -11,7 +12,8 @@
 #   stopped_root  kill -STOP of rank 0 while the others wait for its reference: one line naming it.
 # Each run is plain mpirun (no -q): its own messages stay, and equiv's lines are counted among them.
 set -u
-mpirun=$1 equiv=$2 part=$3
+mpirun=$1 equiv=$2
+parts=("${@:3}")
 if [ "$mpirun" = none ]; then
     echo "no mpirun or no MPI in this build: skipped"
     exit 77
@@ -26,7 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail=0
-bad() { echo "FAIL: $part: $*"; fail=1; }
+bad() { echo "FAIL: ${part:-}: $*"; fail=1; }
 
 # with_seq SEQ: row_parallel with a size "wait" between ci and docs (docs' features, SEQ x 2 rows):
 # its dp1-tp1 runs take seconds, not minutes.
@@ -110,6 +112,9 @@ until_alone() {
     return 1
 }
 
+for part in "${parts[@]}"; do
+failed_before=$fail t_fault="" victim=""
+with_seq 1536 # root_alone may have made it larger
 case "$part" in
 root_alone)
     export EQUIV_COLLECTIVE_TIMEOUT_S=3
@@ -172,8 +177,9 @@ stopped | stopped_root)
     exit 2
     ;;
 esac
-if [ "$fail" -ne 0 ]; then
-    echo "--- standard error:"
+if [ "$fail" -ne "$failed_before" ]; then
+    echo "--- standard error of $part:"
     cat "$work/err.txt"
 fi
+done
 exit $fail

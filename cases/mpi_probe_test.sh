@@ -2,13 +2,21 @@
 # The probe case (seed 004) under --comm mpi, one dp rank per process, against the same run on
 # --comm sim: dp rank 0 draws the indices and broadcasts them, each process runs its shard, the
 # buffers, counts and scalars are reduced over MPI, the per-unit values all-gathered.
-#   mpi_probe_test.sh MPIRUN EQUIV          (MPIRUN "none": skipped, exit 77)
+#   mpi_probe_test.sh MPIRUN EQUIV [PART]   (MPIRUN "none": skipped, exit 77)
+# PART (default: both), each a test of its own in cases/meson.build so that the two run at once:
+#   layouts  dp 2 in every dtype and dp 4, the check shown to bite, an error under mpirun
+#   bugs     each planted bug under both transports
 # For each layout, dtype and bug checked: the mpi run's exit status is the sim run's, only rank 0
 # printed a report and wrote files, and its dump equals the sim dump bit for bit (h5diff of /layers
 # and `equiv compare --expect bit_exact`). Then the check is shown to bite: an mpi dump of another
 # layout is not bit-exact to this one's.
 set -u
-mpirun=$1 equiv=$2
+mpirun=$1 equiv=$2 part=${3:-all}
+case $part in
+all | layouts | bugs) ;;
+*) echo "mpi_probe_test.sh: unknown part '$part'"; exit 2 ;;
+esac
+want() { [ "$part" = all ] || [ "$part" = "$1" ]; } # want PART: this run checks PART
 if [ "$mpirun" = none ]; then
     echo "no mpirun or no MPI in this build: skipped"
     exit 77
@@ -45,16 +53,20 @@ run_pair() {
 }
 want_failed() { [ "$last_status" -eq 1 ] || bad "$1: exit status $last_status, want 1 (the injected bug found)"; }
 
-# dp 2: U splits 10/9; dp 4: E 6 each, U 5/5/5/4 (uneven).
-for dtype in bf16 fp32 fp64; do run_pair 2 "$dtype"; done
-run_pair 4 fp32
 # Each bug under both transports: same dump, exit 1 (var_fp32 shows in fp64 runs).
+if want bugs; then
 for bug in local_count ddp_sync rank_sampling bars_dot_one_rank; do
     run_pair 4 fp32 --inject "$bug"
     want_failed "probe --inject $bug"
 done
 run_pair 4 fp64 --inject var_fp32
 want_failed "probe --inject var_fp32"
+fi
+[ "$part" = bugs ] && exit $fail
+
+# dp 2: U splits 10/9; dp 4: E 6 each, U 5/5/5/4 (uneven).
+for dtype in bf16 fp32 fp64; do run_pair 2 "$dtype"; done
+run_pair 4 fp32
 
 # The check bites: the dp 4 mpi dump against the dp 2 sim dump (the buffers summed in another order).
 "$equiv" compare "$work/sim-dp2-fp32/probe-fp32-dp2-tp1.h5" "$work/mpi-dp4-fp32/probe-fp32-dp4-tp1.h5" \

@@ -3,9 +3,12 @@
 # of harness/python/examples/tiny_megatron.py, captured per rank with equiv_capture, assembled and
 # judged by `equiv compare`. Honest layouts must be within; each planted bug must exit 1 with the
 # place or the factor named; a broken run directory must be one line and exit 2.
-#   torch_capture_test.sh EQUIV PYTHON PART     (PART: tp, dp, sum, files; skipped, 77, without torch)
+#   torch_capture_test.sh EQUIV PYTHON PART...  (PART: tp, dp, sum, files; skipped, 77, without torch)
+# Several parts in one call run in order and share their training runs: dp and files both judge
+# the same dp 1 and dp 4 runs (a training run is 1 to 4 processes importing torch, seconds each).
 set -u
-equiv=$1 py=$2 part=$3
+equiv=$1 py=$2
+parts=("${@:3}")
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 example="$root/harness/python/examples/tiny_megatron.py"
 if ! "$py" -c 'import torch, h5py, numpy, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
@@ -19,9 +22,14 @@ fail=0
 train() { # train NAME ARGS...: one step of the example, every rank captured under $work/NAME
     local name=$1
     shift
+    if [ -f "$work/$name.args" ] && [ "$(cat "$work/$name.args")" = "$*" ]; then
+        echo "ok: training run $name ($*) shared with an earlier part"
+        return
+    fi
     if ! "$py" "$example" --out "$work/$name" "$@" >"$work/$name.log" 2>&1; then
         echo "FAIL: training run $name ($*) failed:"; tail -5 "$work/$name.log"; fail=1
     fi
+    printf '%s' "$*" >"$work/$name.args"
 }
 compare() { # compare DESCRIPTION WANT_STATUS REF TEST [ARGS...]: equiv compare, its output in $work/out
     local what=$1 want=$2 ref=$3 test=$4
@@ -40,6 +48,7 @@ expect() { # expect DESCRIPTION PATTERN [FILE]
     else echo "FAIL: $1: no /$2/ in $(basename "$file")"; fail=1; fi
 }
 
+for part in "${parts[@]}"; do
 case $part in
 tp) # (a) Megatron-style column- and row-parallel linears, tp 2 and 4 against tp 1, bf16 and fp32
     for dtype in fp32 bf16; do
@@ -112,28 +121,28 @@ sum) # (c) the loss normalised by the global count, gradients SUM-all-reduced; t
     compare "--tolerance NAME" 0 sum1 sum4 --tolerance fp32_grads_measured
     ;;
 files) # a run directory that cannot be assembled: one line, exit 2, nothing written
-    train f1 --dp 1
-    train f4 --dp 4
-    compare "a run of no case gets the default for its dtype" 0 f1 f4
+    train ddp1 --dp 1
+    train ddp4 --dp 4
+    compare "a run of no case gets the default for its dtype" 0 ddp1 ddp4
     expect "the report names the default" 'Tolerance `default_fp32`'
-    mkdir "$work/missing" && cp "$work"/f4/rank0000[013].h5 "$work/missing/"
-    compare "a rank missing" 2 f1 missing --out "$work/no-report"
+    mkdir "$work/missing" && cp "$work"/ddp4/rank0000[013].h5 "$work/missing/"
+    compare "a rank missing" 2 ddp1 missing --out "$work/no-report"
     expect "one line naming it" '^equiv: error: .*a run of 4 ranks .* but 3 files: rank 2 is missing' "$work/err"
-    compare "one rank's file alone" 2 f1 f4/rank00002.h5
+    compare "one rank's file alone" 2 ddp1 ddp4/rank00002.h5
     expect "told to give the directory" "rank 2's file of a run of 4 ranks: compare the directory" "$work/err"
-    mkdir "$work/mixed" && cp "$work"/f4/rank0000[0-3].h5 "$work/mixed/" && cp "$work/f1/rank00000.h5" "$work/mixed/rank00004.h5"
-    compare "a file of another run among the ranks" 2 f1 mixed
+    mkdir "$work/mixed" && cp "$work"/ddp4/rank0000[0-3].h5 "$work/mixed/" && cp "$work/ddp1/rank00000.h5" "$work/mixed/rank00004.h5"
+    compare "a file of another run among the ranks" 2 ddp1 mixed
     expect "the disagreement named" 'dp 1, tp 1, world_size 1, but .* says dp 4' "$work/err"
     mkdir "$work/empty"
-    compare "an empty directory" 2 f1 empty
-    "$py" - "$work/f4" "$work/bad-shard" <<'PY'
+    compare "an empty directory" 2 ddp1 empty
+    "$py" - "$work/ddp4" "$work/bad-shard" <<'PY'
 import shutil, sys, h5py
 src, dst = sys.argv[1:]
 shutil.copytree(src, dst)
 with h5py.File(f"{dst}/rank00001.h5", "r+") as f:
     f["blocks.0.fc1.out"].attrs["shard"] = "dp:7"
 PY
-    compare "a shard attribute naming a dimension the tensor lacks" 2 f1 bad-shard
+    compare "a shard attribute naming a dimension the tensor lacks" 2 ddp1 bad-shard
     expect "file, dataset and what is wrong named" 'rank00001\.h5: dataset blocks\.0\.fc1\.out: shard .dp:7. splits a dimension' "$work/err"
     # any writer's minimal file: datasets with a role, the run's dp and tp; a dataset without a role is refused
     "$py" - "$work" <<'PY'
@@ -155,4 +164,5 @@ PY
     ;;
 *) echo "unknown part '$part'"; exit 2 ;;
 esac
+done
 exit "$fail"

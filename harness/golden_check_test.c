@@ -3,6 +3,11 @@
  * missing, printing what left. With an argument, that folder is the source root instead of the
  * one this test was built from.
  *
+ * The same matrix holds each cell's verdict: every cell must be as its case file expects, as
+ * `equiv --case C --dp D --tp T --dtype X` (the same size, seed and order) would exit 0. One line
+ * per cell is printed; this is the suite's check of the gpt and probe cells, which would otherwise
+ * run again, each with its own reference, as tests of their own.
+ *
  * When it fails after a deliberate change to numerics or to a case, golden/README.md says how to
  * re-record; otherwise the statistics moved for a reason to find first. */
 #include <stdio.h>
@@ -10,6 +15,7 @@
 
 #include "equiv_config.h"
 #include "harness/golden.h"
+#include "harness/tolerance.h"
 #include "harness/testing.h"
 #include "models/backend.h"
 
@@ -37,6 +43,16 @@ int main(int argc, char **argv)
     eq_error_clear();
     if (st == EQ_OK) {
         printf("%d cells in %.1f s on %s\n", m.count, m.seconds, m.backend);
+        for (int i = 0; i < m.count; i++) {
+            const eq_matrix_row *row = &m.rows[i];
+            char layout[32];
+            eq_layout_name(row->layout, layout, sizeof layout);
+            printf("cell %s %s %s: expected %s, observed %s: %s\n", row->case_name, eq_dtype_name(row->dtype), layout,
+                   eq_expect_name(row->expected), eq_observed_name(row->observed),
+                   row->as_expected ? "as expected" : "NOT as expected");
+            EQ_EXPECT(row->as_expected, "cell %s %s %s: %d of %d results not as expected (worst %s)", row->case_name,
+                      eq_dtype_name(row->dtype), layout, row->n_unexpected, row->n_tensors, row->worst_path);
+        }
         for (int i = 0; i < n_cases; i++) {
             int outside = 0;
             snprintf(path, sizeof path, "%s/golden/envelopes/%s.json", root, names[i]);
