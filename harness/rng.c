@@ -2,6 +2,9 @@
 
 #include <math.h>
 
+#include "harness/bf16.h"
+#include "harness/parallel.h"
+
 #define EQ_PI 3.14159265358979323846
 
 /* Constants from the Random123 reference implementation (philox.h). */
@@ -10,14 +13,15 @@
 #define PHILOX_W0 0x9E3779B9u /* golden ratio */
 #define PHILOX_W1 0xBB67AE85u /* sqrt(3) - 1 */
 
-static void mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
+static inline void mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
 {
     uint64_t product = (uint64_t)a * b;
     *hi = (uint32_t)(product >> 32);
     *lo = (uint32_t)product;
 }
 
-void eq_philox4x32_10(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4])
+/* The rounds, inlined into the generators below (a call per element cost as much as the rounds). */
+static inline void philox_rounds(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4])
 {
     uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3];
     uint32_t k0 = key[0], k1 = key[1];
@@ -33,6 +37,11 @@ void eq_philox4x32_10(const uint32_t counter[4], const uint32_t key[2], uint32_t
     out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
 }
 
+void eq_philox4x32_10(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4])
+{
+    philox_rounds(counter, key, out);
+}
+
 uint32_t eq_rng_stream(const char *name)
 {
     uint32_t h = 2166136261u;
@@ -40,15 +49,15 @@ uint32_t eq_rng_stream(const char *name)
     return h;
 }
 
-static void block(uint64_t seed, uint32_t stream, uint64_t index, uint32_t out[4])
+static inline void block(uint64_t seed, uint32_t stream, uint64_t index, uint32_t out[4])
 {
     const uint32_t counter[4] = {(uint32_t)index, (uint32_t)(index >> 32), stream, 0};
     const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-    eq_philox4x32_10(counter, key, out);
+    philox_rounds(counter, key, out);
 }
 
 /* Two 32-bit words to a double in (0, 1): 53 random bits, offset by half a step so 0 never comes. */
-static double to_unit(uint32_t hi, uint32_t lo)
+static inline double to_unit(uint32_t hi, uint32_t lo)
 {
     uint64_t bits = ((uint64_t)hi << 21) ^ (uint64_t)lo; /* 53 bits */
     bits &= (1ull << 53) - 1;
@@ -62,7 +71,7 @@ double eq_rng_uniform(uint64_t seed, uint32_t stream, uint64_t index)
     return to_unit(r[0], r[1]);
 }
 
-double eq_rng_normal(uint64_t seed, uint32_t stream, uint64_t index)
+static inline double normal_at(uint64_t seed, uint32_t stream, uint64_t index)
 {
     uint32_t r[4];
     block(seed, stream, index, r);
@@ -70,9 +79,45 @@ double eq_rng_normal(uint64_t seed, uint32_t stream, uint64_t index)
     return sqrt(-2.0 * log(u1)) * cos(2.0 * EQ_PI * u2);
 }
 
+double eq_rng_normal(uint64_t seed, uint32_t stream, uint64_t index) { return normal_at(seed, stream, index); }
+
+typedef struct {
+    eq_tensor *t;
+    uint64_t seed;
+    uint32_t stream;
+    double std;
+} normal_fill;
+
+/* Elements [begin, end) of the fill: each from its own flat index only, so any split of the range
+ * over threads stores the same bits (harness/parallel.h). One loop per dtype, the store of
+ * eq_tensor_set (one rounding of the fp64 value) without its per-element switch. */
+static void fill_normal_range(void *ctx, int64_t begin, int64_t end)
+{
+    const normal_fill *f = ctx;
+    switch (f->t->dtype) {
+    case EQ_BF16: {
+        uint16_t *x = f->t->data;
+        for (int64_t i = begin; i < end; i++) x[i] = eq_f64_to_bf16(f->std * normal_at(f->seed, f->stream, (uint64_t)i));
+        break;
+    }
+    case EQ_FP32: {
+        float *x = f->t->data;
+        for (int64_t i = begin; i < end; i++) x[i] = (float)(f->std * normal_at(f->seed, f->stream, (uint64_t)i));
+        break;
+    }
+    case EQ_FP64: {
+        double *x = f->t->data;
+        for (int64_t i = begin; i < end; i++) x[i] = f->std * normal_at(f->seed, f->stream, (uint64_t)i);
+        break;
+    }
+    }
+}
+
+/* Below this many elements a fill stays on the caller (a thread start costs ~10 us, ~200 normals). */
+#define FILL_GRAIN 16384
+
 void eq_rng_fill_normal(eq_tensor *t, uint64_t seed, const char *name, double std)
 {
-    uint32_t stream = eq_rng_stream(name);
-    int64_t n = eq_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) eq_tensor_set(t, i, std * eq_rng_normal(seed, stream, (uint64_t)i));
+    normal_fill f = {t, seed, eq_rng_stream(name), std};
+    eq_parallel_for(eq_tensor_numel(t), FILL_GRAIN, fill_normal_range, &f);
 }

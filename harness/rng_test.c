@@ -1,5 +1,6 @@
 /* The counter-based generator: known-answer vectors, layout independence, and the distribution. */
 #include <math.h>
+#include <string.h>
 
 #include "harness/bf16.h"
 #include "harness/rng.h"
@@ -68,6 +69,24 @@ int main(void)
     EQ_EXPECT(mismatches == 0, "%d bf16 elements are not the rounding of the fp64 value", mismatches);
     eq_tensor_free(&t64);
     eq_tensor_free(&t16);
+
+    /* A fill large enough to be split over threads (harness/parallel.h) stores, at every flat
+     * index, the value that index alone gives (std * eq_rng_normal rounded once by
+     * eq_tensor_set), in every dtype: no range offset lost, no element left to another range. */
+    const eq_dtype dtypes[] = {EQ_BF16, EQ_FP32, EQ_FP64};
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        eq_tensor filled, expected;
+        int64_t big[2] = {97, 1031}; /* 100007 elements: several ranges of unequal ends */
+        EQ_EXPECT_OK(eq_tensor_init(&filled, dtypes[d], 2, big));
+        EQ_EXPECT_OK(eq_tensor_init(&expected, dtypes[d], 2, big));
+        eq_rng_fill_normal(&filled, 11, "layers/00/input", 0.25);
+        const uint32_t s = eq_rng_stream("layers/00/input");
+        for (int64_t i = 0; i < 97 * 1031; i++) eq_tensor_set(&expected, i, 0.25 * eq_rng_normal(11, s, (uint64_t)i));
+        EQ_EXPECT(memcmp(filled.data, expected.data, eq_tensor_bytes(&filled)) == 0,
+                  "%s fill differs from the per-index values", eq_dtype_name(dtypes[d]));
+        eq_tensor_free(&filled);
+        eq_tensor_free(&expected);
+    }
 
     return eq_test_finish("rng_test");
 }
