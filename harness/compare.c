@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/parallel.h"
+
 /* The |d| thresholds of seed 002 section 2.1 (its layer tables keep 1e-3 and 1e-2). */
 const double eq_thresholds[EQ_N_THRESHOLDS] = {1e-4, 1e-3, 5e-3, 1e-2};
 
@@ -425,10 +427,40 @@ eq_status eq_compare_captures(const eq_capture *ref, const eq_capture *test, con
     return eq_compare_captures_by_role(ref, test, tol, tol, expect, out);
 }
 
+/* The metrics of every tensor pair, one tensor per item of eq_parallel_for (each tensor's metrics
+ * are computed whole by one thread, so the thread count changes no value). */
+typedef struct {
+    eq_status st;
+    char message[256]; /* the failure's message, taken on its thread */
+} tensor_failure;
+
+typedef struct {
+    const eq_capture *ref, *test;
+    const eq_tolerance *tol, *grad_tol;
+    eq_tensor_result *results; /* [ref->count] */
+    tensor_failure *failed;    /* [ref->count] */
+} metrics_job;
+
+static void tensor_metrics(void *ctx, int64_t begin, int64_t end)
+{
+    metrics_job *j = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        const eq_capture_entry *r = &j->ref->entries[i];
+        const eq_capture_entry *t = eq_capture_find(j->test, r->path);
+        eq_status st = eq_compare_tensors_of_run(&r->tensor, &t->tensor, r->role == EQ_ROLE_GRAD ? j->grad_tol : j->tol,
+                                                 j->ref->meta.dtype, &j->results[i].m);
+        if (st == EQ_OK) continue;
+        j->failed[i].st = st;
+        snprintf(j->failed[i].message, sizeof j->failed[i].message, "%s (%s)", eq_error_message(), eq_error_where());
+        eq_error_clear();
+    }
+}
+
 eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
                                       const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out)
 {
     eq_status st = EQ_OK;
+    metrics_job job = {ref, test, tol, grad_tol, NULL, NULL};
     memset(out, 0, sizeof *out);
     if (tol == NULL || grad_tol == NULL) return EQ_FAIL(EQ_ERR_INTERNAL, "eq_compare_captures without a tolerance");
     EQ_TRY(check_paths(ref, "reference", test, "test run"));
@@ -443,9 +475,20 @@ eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *t
         st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %d comparison results", ref->count);
         goto cleanup;
     }
+    job.results = out->results;
+    job.failed = calloc((size_t)(ref->count > 0 ? ref->count : 1), sizeof *job.failed);
+    if (job.failed == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %d comparison results", ref->count);
+        goto cleanup;
+    }
+    eq_parallel_for(ref->count, 1, tensor_metrics, &job);
+    for (int i = 0; i < ref->count; i++) /* the first failure in capture order, whatever the threads */
+        if (job.failed[i].st != EQ_OK) {
+            st = EQ_FAIL(job.failed[i].st, "%s", job.failed[i].message);
+            goto cleanup;
+        }
     for (int i = 0; i < ref->count; i++) {
         const eq_capture_entry *r = &ref->entries[i];
-        const eq_capture_entry *t = eq_capture_find(test, r->path);
         eq_tensor_result *res = &out->results[i];
         snprintf(res->path, sizeof res->path, "%s", r->path);
         snprintf(res->name, sizeof res->name, "%s", r->name);
@@ -453,8 +496,6 @@ eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *t
         res->role = r->role;
         res->ndim = r->tensor.ndim;
         memcpy(res->shape, r->tensor.shape, sizeof res->shape);
-        EQ_TRY(eq_compare_tensors_of_run(&r->tensor, &t->tensor, r->role == EQ_ROLE_GRAD ? grad_tol : tol,
-                                         ref->meta.dtype, &res->m));
         /* Inputs are identical by construction and parameters are initialised as the full master
          * tensor then sliced (seed 002 section 1): any difference there is a harness bug. */
         res->expect = (r->role == EQ_ROLE_INPUT || r->role == EQ_ROLE_PARAM) ? EQ_EXPECT_BIT_EXACT : expect;
@@ -479,6 +520,7 @@ eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *t
         out->n_unexpected += out->n_findings;
     }
 cleanup:
+    free(job.failed);
     if (st != EQ_OK) eq_comparison_free(out);
     return st;
 }
