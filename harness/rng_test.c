@@ -6,6 +6,39 @@
 #include "harness/rng.h"
 #include "harness/testing.h"
 
+/* Fills std * N(0,1) of (seed, name) into a fresh tensor of dt and shape rows x cols, and checks it
+ * against the per-index values; returns whether the fill was a copy of a kept one. */
+static int fill_and_check(eq_dtype dt, int64_t rows, int64_t cols, uint64_t seed, const char *name, double std)
+{
+    eq_tensor t, want;
+    int64_t shape[2] = {rows, cols};
+    EQ_EXPECT_OK(eq_tensor_init(&t, dt, 2, shape));
+    EQ_EXPECT_OK(eq_tensor_init(&want, dt, 2, shape));
+    long hits = eq_rng_cache_hits();
+    eq_rng_fill_normal(&t, seed, name, std);
+    int copied = eq_rng_cache_hits() > hits;
+    const uint32_t s = eq_rng_stream(name);
+    for (int64_t i = 0; i < rows * cols; i++) eq_tensor_set(&want, i, std * eq_rng_normal(seed, s, (uint64_t)i));
+    EQ_EXPECT(memcmp(t.data, want.data, eq_tensor_bytes(&t)) == 0, "%s %s seed %llu std %g (%s): wrong values",
+              eq_dtype_name(dt), name, (unsigned long long)seed, std, copied ? "a kept fill" : "generated");
+    eq_tensor_free(&t);
+    eq_tensor_free(&want);
+    return copied;
+}
+
+/* A large fill asked twice is copied the second time, with the same bits; a fill that differs in
+ * std, dtype, seed, stream or element count is not served a kept one (each checked per index). */
+static void check_kept_fills(void)
+{
+    EQ_EXPECT(!fill_and_check(EQ_BF16, 1024, 1024, 3, "kept/x", 1.0), "first fill copied");
+    EQ_EXPECT(fill_and_check(EQ_BF16, 1024, 1024, 3, "kept/x", 1.0), "second fill not copied");
+    fill_and_check(EQ_BF16, 1024, 1024, 3, "kept/x", 0.5);
+    fill_and_check(EQ_FP32, 1024, 1024, 3, "kept/x", 1.0);
+    fill_and_check(EQ_BF16, 1024, 1024, 4, "kept/x", 1.0);
+    fill_and_check(EQ_BF16, 1024, 1024, 3, "kept/y", 1.0);
+    fill_and_check(EQ_BF16, 1024, 1025, 3, "kept/x", 1.0);
+}
+
 int main(void)
 {
     /* Known-answer vectors of Philox4x32-10 from Random123's kat_vectors. */
@@ -88,5 +121,6 @@ int main(void)
         eq_tensor_free(&expected);
     }
 
+    check_kept_fills();
     return eq_test_finish("rng_test");
 }
