@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/bf16.h"
 #include "harness/parallel.h"
 
 /* The |d| thresholds of seed 002 section 2.1 (its layer tables keep 1e-3 and 1e-2). */
@@ -139,27 +140,50 @@ eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const 
  * eq_compare_tensors_full computes for such a pair, by the same expressions in the same order
  * (sum t r = sum t^2 = sum r^2; t / r = 1; the median of zeros is 0). compare_test holds the two
  * paths to the same bits. */
+/* Elements [begin, begin + n) of t widened to fp64 (one switch per block, not per element). */
+static void widen_block(const eq_tensor *t, int64_t begin, int64_t n, double *out)
+{
+    switch (t->dtype) {
+    case EQ_BF16:
+        for (int64_t i = 0; i < n; i++) out[i] = eq_bf16_to_f32(((const uint16_t *)t->data)[begin + i]);
+        break;
+    case EQ_FP32:
+        for (int64_t i = 0; i < n; i++) out[i] = ((const float *)t->data)[begin + i];
+        break;
+    case EQ_FP64:
+        for (int64_t i = 0; i < n; i++) out[i] = ((const double *)t->data)[begin + i];
+        break;
+    }
+}
+
+#define WIDEN_BLOCK 4096
+
 static void identical_metrics(const eq_tensor *ref, eq_metrics *out)
 {
     const int64_t n = eq_tensor_numel(ref);
     int64_t n_finite = 0, n_ratio = 0;
-    double sum_r2 = 0.0, ref_mean = 0.0, ref_m2 = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double r = eq_tensor_get(ref, i);
-        out->nan_ref += isnan(r) != 0;
-        out->inf_ref += isinf(r) != 0;
-        if (!isfinite(r)) continue;
-        n_finite++;
-        double delta = r - ref_mean;
-        ref_mean += delta / (double)n_finite;
-        ref_m2 += delta * (r - ref_mean);
-        if (fabs(r) > out->ref_absmax) out->ref_absmax = fabs(r);
-        sum_r2 += r * r;
+    double sum_r2 = 0.0, ref_mean = 0.0, ref_m2 = 0.0, block[WIDEN_BLOCK];
+    for (int64_t b = 0; b < n; b += WIDEN_BLOCK) {
+        const int64_t len = n - b < WIDEN_BLOCK ? n - b : WIDEN_BLOCK;
+        widen_block(ref, b, len, block);
+        for (int64_t i = 0; i < len; i++) {
+            double r = block[i];
+            out->nan_ref += isnan(r) != 0;
+            out->inf_ref += isinf(r) != 0;
+            if (!isfinite(r)) continue;
+            n_finite++;
+            double delta = r - ref_mean;
+            ref_mean += delta / (double)n_finite;
+            ref_m2 += delta * (r - ref_mean);
+            if (fabs(r) > out->ref_absmax) out->ref_absmax = fabs(r);
+            sum_r2 += r * r;
+        }
     }
     const double ref_rms = n_finite > 0 ? sqrt(sum_r2 / (double)n_finite) : 0.0; /* rms_finite */
-    for (int64_t i = 0; i < n; i++) {
-        double r = eq_tensor_get(ref, i);
-        n_ratio += isfinite(r) && r != 0.0 && fabs(r) >= ref_rms;
+    for (int64_t b = 0; b < n; b += WIDEN_BLOCK) {
+        const int64_t len = n - b < WIDEN_BLOCK ? n - b : WIDEN_BLOCK;
+        widen_block(ref, b, len, block);
+        for (int64_t i = 0; i < len; i++) n_ratio += isfinite(block[i]) && block[i] != 0.0 && fabs(block[i]) >= ref_rms;
     }
     const double sum_d2 = 0.0, sum_t2 = sum_r2, sum_tr = sum_r2, ratio_sum = (double)n_ratio;
     out->nan_test = out->nan_ref;
