@@ -35,8 +35,9 @@
 
 #define EQ_U32 0x1p-24
 #define EQ_ETA32 0x1p-149
-/* Rows of one block: fixed, so a block's GEMMs, and so its values, do not depend on the threads. */
-#define BLOCK_ROWS 64
+/* Rows of one block: fixed, so a block's GEMMs, and so its values, do not depend on the threads;
+ * large enough that OpenBLAS's packing of b, redone for every call, stays a small share. */
+#define BLOCK_ROWS 256
 
 int64_t eq_bound_row_blocks(int64_t M) { return M > 0 ? (M + BLOCK_ROWS - 1) / BLOCK_ROWS : 1; }
 
@@ -94,13 +95,13 @@ typedef struct {
 /* One block's scratch: [BLOCK_ROWS, K] floats, [BLOCK_ROWS, N] floats and doubles. */
 typedef struct {
     float *a, *abs_a, *S_c, *p_c;
-    double *y, *abs_y, *S, *Q_ref, *Q_test;
+    double *y, *S, *Q_ref, *Q_test; /* y becomes the bound on |y| in place */
 } block_scratch;
 
 static void scratch_free(block_scratch *s)
 {
     free(s->a), free(s->abs_a), free(s->S_c), free(s->p_c);
-    free(s->y), free(s->abs_y), free(s->S), free(s->Q_ref), free(s->Q_test);
+    free(s->y), free(s->S), free(s->Q_ref), free(s->Q_test);
 }
 
 static int scratch_alloc(block_scratch *s, int64_t K, int64_t N)
@@ -109,9 +110,9 @@ static int scratch_alloc(block_scratch *s, int64_t K, int64_t N)
     memset(s, 0, sizeof *s);
     s->a = malloc(rk * sizeof(float)), s->abs_a = malloc(rk * sizeof(float));
     s->S_c = malloc(rn * sizeof(float)), s->p_c = malloc(rn * sizeof(float));
-    s->y = malloc(rn * sizeof(double)), s->abs_y = malloc(rn * sizeof(double)), s->S = malloc(rn * sizeof(double));
+    s->y = malloc(rn * sizeof(double)), s->S = malloc(rn * sizeof(double));
     s->Q_ref = malloc(rn * sizeof(double)), s->Q_test = malloc(rn * sizeof(double));
-    return s->a && s->abs_a && s->S_c && s->p_c && s->y && s->abs_y && s->S && s->Q_ref && s->Q_test;
+    return s->a && s->abs_a && s->S_c && s->p_c && s->y && s->S && s->Q_ref && s->Q_test;
 }
 
 /* p_c = a[:, cols k0 .. k0 + n) b[:, same]^T for `rows` rows, in fp32. */
@@ -159,11 +160,11 @@ static void run_blocks(void *ctx, int64_t first, int64_t end)
         for (int64_t i = 0; i < rn; i++) {
             const double S = (double)s.S_c[i] + j->eta;
             s.S[i] = S / (1.0 - j->gamma_S) * j->slack;
-            s.abs_y[i] = (fabs(s.y[i]) + j->gamma_y * s.S[i] + 2.0 * j->eta) * j->slack;
-            s.Q_ref[i] = j->T_ref > 1 ? (s.Q_ref[i] + j->gamma_ref * s.S[i] + j->eta) * j->slack : s.abs_y[i];
-            s.Q_test[i] = j->T_test > 1 ? (s.Q_test[i] + j->gamma_test * s.S[i] + j->eta) * j->slack : s.abs_y[i];
+            s.y[i] = (fabs(s.y[i]) + j->gamma_y * s.S[i] + 2.0 * j->eta) * j->slack; /* now |y| */
+            s.Q_ref[i] = j->T_ref > 1 ? (s.Q_ref[i] + j->gamma_ref * s.S[i] + j->eta) * j->slack : s.y[i];
+            s.Q_test[i] = j->T_test > 1 ? (s.Q_test[i] + j->gamma_test * s.S[i] + j->eta) * j->slack : s.y[i];
         }
-        const eq_bound_rows r = {row0, rows, s.abs_y, s.S, s.Q_ref, s.Q_test};
+        const eq_bound_rows r = {row0, rows, s.y, s.S, s.Q_ref, s.Q_test};
         j->fn(j->ctx, blk, &r);
     }
     scratch_free(&s);
