@@ -18,7 +18,8 @@
  * (terms all nonnegative), so multiplying by 1 + (T + 8) 2^-52 makes the evaluated number at
  * least the exact right-hand side. rounding_bound.c's bound grows with |y|, S and Q, so it stays
  * an upper bound; it exceeds the exact-products bound by about gamma_{K/T}(u) S / Q of itself
- * (~1.5e-3 for K = 4096, T = 4 on N(0,1) data, where S ~ 25 Q).
+ * (~1.5e-3 for K = 4096, T = 4 on N(0,1) data, where S ~ 25 Q), and by gamma_K(u) S / |y|
+ * through the output rounding's |y| term where T = 1.
  *
  * Overflow: every partial sum is at most (1 + gamma_K) K max|a| max|b|, so the fp32 path runs only
  * where that is below 2^120 (fp32 reaches 2^128) and the operands are finite; elsewhere fp64. */
