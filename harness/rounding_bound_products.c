@@ -60,10 +60,11 @@ static uint32_t max_magnitude_bits(const eq_tensor *t)
     return most;
 }
 
-/* Can every fp32 partial sum of a b^T stay finite (see the top)? */
+/* Can every fp32 partial sum of a b^T stay finite, and gamma_K(u32) small (see the top)? */
 static int fits_fp32(const eq_tensor *a, const eq_tensor *b, int64_t K)
 {
     if ((a->dtype != EQ_BF16 && a->dtype != EQ_FP32) || b->dtype != a->dtype) return 0;
+    if (K >= (INT64_C(1) << 22)) return 0; /* gamma_K(u32) needs K u32 well below 1 */
     const uint32_t bits_a = max_magnitude_bits(a), bits_b = max_magnitude_bits(b);
     if (bits_a >= 0x7f800000u || bits_b >= 0x7f800000u) return 0;
     float max_a, max_b;
