@@ -578,8 +578,66 @@ static void test_index_and_factor_name(void)
     EQ_EXPECT(eq_factor_name(&m, name, sizeof name) == NULL, "cos 0.3 named '%s'", name);
 }
 
+/* Every field of two metrics the same (doubles by bits: NaN, -0 and 0 told apart). */
+static int same_metrics(const eq_metrics *a, const eq_metrics *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+/* The shortcut for tensors with the same bits gives what the full loop gives, field for field, on
+ * tensors with NaN, +-Inf, +-0, subnormals, huge and ordinary values, in each dtype and against a
+ * coarser run dtype; all-zero and all-NaN tensors too. A tensor one bit away takes the full loop. */
+static void test_identical_shortcut(void)
+{
+    static const eq_tolerance tol = {"t", 1e-3, 1e-2, "test", EQ_ATOL_REF_RMS};
+    const eq_dtype dtypes[] = {EQ_BF16, EQ_FP32, EQ_FP64};
+    for (size_t d = 0; d < 3; d++) {
+        eq_tensor a, b, zeros, nans;
+        make_values(&a, dtypes[d], 37, 29, 99 + d);
+        const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-40, -3e38, 2.5, -1e-3, 7.0};
+        for (int k = 0; k < 10; k++) eq_tensor_set(&a, 13 * k + 5, specials[k]);
+        EQ_EXPECT_OK(eq_tensor_clone(&b, &a));
+        const eq_dtype runs[] = {dtypes[d], EQ_BF16};
+        for (int r = 0; r < 2; r++) {
+            eq_metrics fast, full;
+            EQ_EXPECT_OK(eq_compare_tensors_of_run(&a, &b, &tol, runs[r], &fast));
+            EQ_EXPECT_OK(eq_compare_tensors_full(&a, &b, &tol, runs[r], &full));
+            EQ_EXPECT(same_metrics(&fast, &full), "%s (run %s): shortcut metrics differ from the full loop's",
+                      eq_dtype_name(dtypes[d]), eq_dtype_name(runs[r]));
+            EQ_EXPECT(fast.n_differ == 0 && fast.nan_ref == 1 && fast.inf_ref == 2 && fast.n_mean_ratio > 0,
+                      "%s: n_differ %lld nan %lld inf %lld", eq_dtype_name(dtypes[d]), (long long)fast.n_differ,
+                      (long long)fast.nan_ref, (long long)fast.inf_ref);
+        }
+        /* one bit away: the full loop, which sees it */
+        if (dtypes[d] == EQ_BF16) ((uint16_t *)b.data)[100] ^= 1u;
+        else if (dtypes[d] == EQ_FP32) ((uint32_t *)b.data)[100] ^= 1u;
+        else ((uint64_t *)b.data)[100] ^= 1u;
+        eq_metrics one;
+        EQ_EXPECT_OK(eq_compare_tensors_of_run(&a, &b, &tol, dtypes[d], &one));
+        EQ_EXPECT(one.n_differ == 1 && one.max_abs > 0.0 && one.argmax == 100, "%s one bit: n_differ %lld argmax %lld",
+                  eq_dtype_name(dtypes[d]), (long long)one.n_differ, (long long)one.argmax);
+        /* all zeros (cosine 1, rms 0) and all NaN (nothing finite) */
+        EQ_EXPECT_OK(eq_tensor_init_2d(&zeros, dtypes[d], 3, 5));
+        EQ_EXPECT_OK(eq_tensor_init_2d(&nans, dtypes[d], 3, 5));
+        for (int64_t i = 0; i < 15; i++) eq_tensor_set(&nans, i, NAN);
+        const eq_tensor *edge[] = {&zeros, &nans};
+        for (int e = 0; e < 2; e++) {
+            eq_metrics fast, full;
+            EQ_EXPECT_OK(eq_compare_tensors_of_run(edge[e], edge[e], &tol, dtypes[d], &fast));
+            EQ_EXPECT_OK(eq_compare_tensors_full(edge[e], edge[e], &tol, dtypes[d], &full));
+            EQ_EXPECT(same_metrics(&fast, &full), "%s %s: shortcut metrics differ", eq_dtype_name(dtypes[d]),
+                      e ? "all NaN" : "all zero");
+        }
+        eq_tensor_free(&a);
+        eq_tensor_free(&b);
+        eq_tensor_free(&zeros);
+        eq_tensor_free(&nans);
+    }
+}
+
 int main(void)
 {
+    test_identical_shortcut();
     test_sized_differs();
     test_index_and_factor_name();
     test_ratio_metrics();

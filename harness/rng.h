@@ -24,7 +24,14 @@ double eq_rng_uniform(uint64_t seed, uint32_t stream, uint64_t index);
 double eq_rng_normal(uint64_t seed, uint32_t stream, uint64_t index);
 
 /* Fills every element of t with std * N(0,1), rounded once to t's dtype, keyed by the stream
- * of `name` and the flat index into t (t is the full master tensor). */
+ * of `name` and the flat index into t (t is the full master tensor). Ranges of indices run on
+ * eq_parallel_for's threads; an element's bits depend on its index alone, not on the split.
+ * Large fills (1 MiB and more, 128 MiB in all) are kept and copied when the same
+ * (seed, stream, std, dtype, element count) is asked again, as the reference and the layout's run
+ * of a case ask. Safe to call from several threads. */
 void eq_rng_fill_normal(eq_tensor *t, uint64_t seed, const char *name, double std);
+
+/* How many fills were copies of kept ones (for the unit test). */
+long eq_rng_cache_hits(void);
 
 #endif

@@ -1,9 +1,43 @@
 /* The counter-based generator: known-answer vectors, layout independence, and the distribution. */
 #include <math.h>
+#include <string.h>
 
 #include "harness/bf16.h"
 #include "harness/rng.h"
 #include "harness/testing.h"
+
+/* Fills std * N(0,1) of (seed, name) into a fresh tensor of dt and shape rows x cols, and checks it
+ * against the per-index values; returns whether the fill was a copy of a kept one. */
+static int fill_and_check(eq_dtype dt, int64_t rows, int64_t cols, uint64_t seed, const char *name, double std)
+{
+    eq_tensor t, want;
+    int64_t shape[2] = {rows, cols};
+    EQ_EXPECT_OK(eq_tensor_init(&t, dt, 2, shape));
+    EQ_EXPECT_OK(eq_tensor_init(&want, dt, 2, shape));
+    long hits = eq_rng_cache_hits();
+    eq_rng_fill_normal(&t, seed, name, std);
+    int copied = eq_rng_cache_hits() > hits;
+    const uint32_t s = eq_rng_stream(name);
+    for (int64_t i = 0; i < rows * cols; i++) eq_tensor_set(&want, i, std * eq_rng_normal(seed, s, (uint64_t)i));
+    EQ_EXPECT(memcmp(t.data, want.data, eq_tensor_bytes(&t)) == 0, "%s %s seed %llu std %g (%s): wrong values",
+              eq_dtype_name(dt), name, (unsigned long long)seed, std, copied ? "a kept fill" : "generated");
+    eq_tensor_free(&t);
+    eq_tensor_free(&want);
+    return copied;
+}
+
+/* A large fill asked twice is copied the second time, with the same bits; a fill that differs in
+ * std, dtype, seed, stream or element count is not served a kept one (each checked per index). */
+static void check_kept_fills(void)
+{
+    EQ_EXPECT(!fill_and_check(EQ_BF16, 1024, 1024, 3, "kept/x", 1.0), "first fill copied");
+    EQ_EXPECT(fill_and_check(EQ_BF16, 1024, 1024, 3, "kept/x", 1.0), "second fill not copied");
+    fill_and_check(EQ_BF16, 1024, 1024, 3, "kept/x", 0.5);
+    fill_and_check(EQ_FP32, 1024, 1024, 3, "kept/x", 1.0);
+    fill_and_check(EQ_BF16, 1024, 1024, 4, "kept/x", 1.0);
+    fill_and_check(EQ_BF16, 1024, 1024, 3, "kept/y", 1.0);
+    fill_and_check(EQ_BF16, 1024, 1025, 3, "kept/x", 1.0);
+}
 
 int main(void)
 {
@@ -69,5 +103,24 @@ int main(void)
     eq_tensor_free(&t64);
     eq_tensor_free(&t16);
 
+    /* A fill large enough to be split over threads (harness/parallel.h) stores, at every flat
+     * index, the value that index alone gives (std * eq_rng_normal rounded once by
+     * eq_tensor_set), in every dtype: no range offset lost, no element left to another range. */
+    const eq_dtype dtypes[] = {EQ_BF16, EQ_FP32, EQ_FP64};
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        eq_tensor filled, expected;
+        int64_t big[2] = {97, 1031}; /* 100007 elements: several ranges of unequal ends */
+        EQ_EXPECT_OK(eq_tensor_init(&filled, dtypes[d], 2, big));
+        EQ_EXPECT_OK(eq_tensor_init(&expected, dtypes[d], 2, big));
+        eq_rng_fill_normal(&filled, 11, "layers/00/input", 0.25);
+        const uint32_t s = eq_rng_stream("layers/00/input");
+        for (int64_t i = 0; i < 97 * 1031; i++) eq_tensor_set(&expected, i, 0.25 * eq_rng_normal(11, s, (uint64_t)i));
+        EQ_EXPECT(memcmp(filled.data, expected.data, eq_tensor_bytes(&filled)) == 0,
+                  "%s fill differs from the per-index values", eq_dtype_name(dtypes[d]));
+        eq_tensor_free(&filled);
+        eq_tensor_free(&expected);
+    }
+
+    check_kept_fills();
     return eq_test_finish("rng_test");
 }

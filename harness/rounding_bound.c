@@ -1,11 +1,12 @@
 /* Rounding-error bounds for GEMMs whose reduction a layout splits (rounding_bound.h has the maths). */
 #include "harness/rounding_bound.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "harness/rounding_bound_products.h"
 
 /* Higham's gamma_n = n u / (1 - n u): the bound on n successive roundings. */
 static double gamma_n(double n, double u) { return n * u < 1.0 ? n * u / (1.0 - n * u) : INFINITY; }
@@ -29,32 +30,52 @@ static double hops(const eq_split_gemm *g)
 /* gamma_n or gamma~_n(lambda): the deterministic (lambda 0) or the probabilistic growth. */
 static double growth(double n, double u, double lambda) { return lambda > 0.0 ? gamma_prob(n, u, lambda) : gamma_n(n, u); }
 
-/* One run's bound: deterministic with lambda 0, else probabilistic with that lambda. */
-static double one_bound(const eq_split_gemm *g, int64_t K, double abs_y, double S, double Q, double lambda)
+/* The factors of one run's bound that do not vary by element (growth() is the costly part). */
+typedef struct {
+    int split;        /* T > 1 */
+    int fp32acc;      /* partials added in fp32, rounded once */
+    double u_out;     /* a bf16 output is rounded once more */
+    double acc;       /* growth of the accumulation: over K (T = 1) or K/T terms */
+    double combine;   /* growth of the all-reduce: hops in the wire dtype, or T - 1 fp32 adds */
+} bound_factors;
+
+static bound_factors factors_of(const eq_split_gemm *g, int64_t K, double lambda)
 {
     double u_acc = g->dtype == EQ_FP64 ? 0x1p-53 : eq_dtype_unit_roundoff(g->accumulate); /* fp32: backend.h */
-    double u_out = g->dtype == EQ_BF16 ? 0x1p-8 : 0.0;      /* a bf16 output is rounded once more */
     double u_wire = eq_dtype_unit_roundoff(g->dtype);
-    if (g->partitions <= 1) {
-        double acc = growth((double)K, u_acc, lambda) * S;
-        return acc + u_out * (abs_y + acc);
+    bound_factors f = {0};
+    f.u_out = g->dtype == EQ_BF16 ? 0x1p-8 : 0.0;
+    f.split = g->partitions > 1;
+    if (!f.split) {
+        f.acc = growth((double)K, u_acc, lambda);
+        return f;
     }
-    double n = (double)K / g->partitions;
-    double acc = growth(n, u_acc, lambda) * S;
-    double e_p = acc + u_out * (Q + acc);
+    f.acc = growth((double)K / g->partitions, u_acc, lambda);
+    f.fp32acc = strcmp(g->algo, "fp32acc") == 0;
+    f.combine = f.fp32acc ? growth((double)(g->partitions - 1), u_acc, lambda) : growth(hops(g), u_wire, lambda);
+    return f;
+}
+
+/* One run's bound at an element from its |y|, S and Q (rounding_bound.h). */
+static double bound_at(const bound_factors *f, double abs_y, double S, double Q)
+{
+    double acc = f->acc * S;
+    if (!f->split) return acc + f->u_out * (abs_y + acc);
+    double e_p = acc + f->u_out * (Q + acc);
     double magnitude = Q + e_p; /* bounds sum_t |computed p_t| */
-    if (strcmp(g->algo, "fp32acc") == 0) {
-        double sum = growth((double)(g->partitions - 1), u_acc, lambda) * magnitude;
-        return e_p + sum + u_out * (abs_y + e_p + sum);
+    if (f->fp32acc) {
+        double sum = f->combine * magnitude;
+        return e_p + sum + f->u_out * (abs_y + e_p + sum);
     }
-    return e_p + growth(hops(g), u_wire, lambda) * magnitude;
+    return e_p + f->combine * magnitude;
 }
 
 void eq_split_gemm_error_bound(const eq_split_gemm *g, int64_t K, double abs_y, double S, double Q, double *det,
                                double *prob)
 {
-    *det = one_bound(g, K, abs_y, S, Q, 0.0);
-    *prob = one_bound(g, K, abs_y, S, Q, g->lambda);
+    const bound_factors f_det = factors_of(g, K, 0.0), f_prob = factors_of(g, K, g->lambda);
+    *det = bound_at(&f_det, abs_y, S, Q);
+    *prob = bound_at(&f_prob, abs_y, S, Q);
 }
 
 const char *eq_theory_reading(const eq_theory *th, double max_abs)
@@ -70,62 +91,39 @@ static int identical(const eq_tensor *a, const eq_tensor *b)
     return eq_tensor_same_shape(a, b) && memcmp(a->data, b->data, eq_tensor_bytes(a)) == 0;
 }
 
-/* dst[i] = |src[i]| or src[i], widened to fp64. */
-static double *widen(const eq_tensor *t, int absolute)
-{
-    int64_t n = eq_tensor_numel(t);
-    double *w = malloc((size_t)(n > 0 ? n : 1) * sizeof *w);
-    if (w == NULL) return NULL;
-    for (int64_t i = 0; i < n; i++) w[i] = absolute ? fabs(eq_tensor_get(t, i)) : eq_tensor_get(t, i);
-    return w;
-}
-
-/* y and S of every element of out = a b^T in fp64, and Q for each run's partitions. */
+/* The largest bounds and ratios of one block of output rows (max is exact: any order of the
+ * blocks gives the same answer). */
 typedef struct {
-    double *y, *S, *Q_ref, *Q_test, *partial; /* [M, N] each */
-    double *a, *abs_a, *b, *abs_b;             /* the operands widened, and their magnitudes */
-} products;
+    double det_bound_max, prob_bound_max, det_ratio, prob_ratio;
+} block_max;
 
-static void products_free(products *p)
-{
-    free(p->y), free(p->S), free(p->Q_ref), free(p->Q_test), free(p->partial);
-    free(p->a), free(p->abs_a), free(p->b), free(p->abs_b);
-    memset(p, 0, sizeof *p);
-}
+/* What every block of rows needs to turn y, S and Q into bounds and ratios. */
+typedef struct {
+    bound_factors det_ref, prob_ref, det_test, prob_test;
+    const eq_tensor *out_ref, *out_test; /* [M, N] */
+    int64_t N;
+    block_max *blocks;                   /* [eq_bound_row_blocks(M)] */
+} site_bounds;
 
-/* Q = sum over the T partitions of |partial product over K/T|; |y| where T = 1. */
-static void sum_abs_partials(products *p, double *Q, int64_t M, int64_t N, int64_t K, int T)
+static void bound_rows(void *ctx, int64_t block, const eq_bound_rows *r)
 {
-    size_t mn = (size_t)(M * N);
-    int64_t n = K / T;
-    for (size_t i = 0; i < mn; i++) Q[i] = T <= 1 ? fabs(p->y[i]) : 0.0;
-    for (int t = 0; t < T && T > 1; t++) {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)n, 1.0, p->a + t * n,
-                    (blasint)K, p->b + t * n, (blasint)K, 0.0, p->partial, (blasint)N);
-        for (size_t i = 0; i < mn; i++) Q[i] += fabs(p->partial[i]);
+    const site_bounds *sb = ctx;
+    block_max m = {0};
+    const int64_t n = r->rows * sb->N, first = r->row0 * sb->N;
+    for (int64_t k = 0; k < n; k++) {
+        double det = bound_at(&sb->det_ref, r->abs_y[k], r->S[k], r->Q_ref[k]) +
+                     bound_at(&sb->det_test, r->abs_y[k], r->S[k], r->Q_test[k]);
+        double prob = bound_at(&sb->prob_ref, r->abs_y[k], r->S[k], r->Q_ref[k]) +
+                      bound_at(&sb->prob_test, r->abs_y[k], r->S[k], r->Q_test[k]);
+        double d = fabs(eq_tensor_get(sb->out_test, first + k) - eq_tensor_get(sb->out_ref, first + k));
+        if (det > m.det_bound_max) m.det_bound_max = det;
+        if (prob > m.prob_bound_max) m.prob_bound_max = prob;
+        if (d > 0.0) { /* 0 / 0: bit-identical where both bounds vanish */
+            m.det_ratio = fmax(m.det_ratio, det > 0.0 ? d / det : INFINITY);
+            m.prob_ratio = fmax(m.prob_ratio, prob > 0.0 ? d / prob : INFINITY);
+        }
     }
-}
-
-static eq_status products_compute(products *p, const eq_tensor *a, const eq_tensor *b, int64_t M, int64_t N,
-                                  int64_t K, int T_ref, int T_test)
-{
-    size_t mn = (size_t)(M * N > 0 ? M * N : 1);
-    p->y = malloc(mn * sizeof(double));
-    p->S = malloc(mn * sizeof(double));
-    p->Q_ref = malloc(mn * sizeof(double));
-    p->Q_test = malloc(mn * sizeof(double));
-    p->partial = malloc(mn * sizeof(double));
-    p->a = widen(a, 0), p->abs_a = widen(a, 1), p->b = widen(b, 0), p->abs_b = widen(b, 1);
-    if (!p->y || !p->S || !p->Q_ref || !p->Q_test || !p->partial || !p->a || !p->abs_a || !p->b || !p->abs_b)
-        return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the rounding bound of a [%lld x %lld x %lld] GEMM", (long long)M,
-                       (long long)N, (long long)K);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0, p->a, (blasint)K,
-                p->b, (blasint)K, 0.0, p->y, (blasint)N);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0, p->abs_a,
-                (blasint)K, p->abs_b, (blasint)K, 0.0, p->S, (blasint)N);
-    sum_abs_partials(p, p->Q_ref, M, N, K, T_ref);
-    sum_abs_partials(p, p->Q_test, M, N, K, T_test);
-    return EQ_OK;
+    sb->blocks[block] = m;
 }
 
 /* The operands of one GEMM output, as paths in both captures. */
@@ -163,7 +161,6 @@ static int find_gemm(const eq_tensor_result *res, const eq_capture *ref, const e
 static eq_status apply_site(eq_tensor_result *res, const eq_capture *ref, const eq_capture *test, const gemm_paths *site)
 {
     eq_status st = EQ_OK;
-    products p = {0};
     const eq_capture_entry *out_r = eq_capture_find(ref, site->out), *out_t = eq_capture_find(test, site->out);
     const eq_capture_entry *a_r = eq_capture_find(ref, site->a), *a_t = eq_capture_find(test, site->a);
     const eq_capture_entry *b_r = eq_capture_find(ref, site->b), *b_t = eq_capture_find(test, site->b);
@@ -184,7 +181,11 @@ static eq_status apply_site(eq_tensor_result *res, const eq_capture *ref, const 
                         eq_dtype_unit_roundoff(site->accumulate));
     double lambda = eq_prob_bound_lambda(K, g_ref.partitions, g_test.partitions, u_max, EQ_PROB_BOUND_FAILURE);
     g_ref.lambda = g_test.lambda = lambda;
-    EQ_TRY(products_compute(&p, a, b, M, N, K, g_ref.partitions, g_test.partitions));
+    const int64_t n_blocks = eq_bound_row_blocks(M);
+    site_bounds sb = {factors_of(&g_ref, K, 0.0), factors_of(&g_ref, K, lambda), factors_of(&g_test, K, 0.0),
+                      factors_of(&g_test, K, lambda), out, &out_t->tensor, N, calloc((size_t)n_blocks, sizeof(block_max))};
+    if (sb.blocks == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the rounding bound of %s", res->path);
+    EQ_TRY(eq_bound_products(a, b, M, N, K, g_ref.partitions, g_test.partitions, bound_rows, &sb));
     eq_theory *th = &res->theory;
     memset(th, 0, sizeof *th);
     th->applies = 1;
@@ -193,22 +194,15 @@ static eq_status apply_site(eq_tensor_result *res, const eq_capture *ref, const 
     th->test_partitions = g_test.partitions;
     th->prob_lambda = lambda;
     th->prob_failure = EQ_PROB_BOUND_FAILURE;
-    for (int64_t i = 0; i < M * N; i++) {
-        double det_r, prob_r, det_t, prob_t;
-        double abs_y = fabs(p.y[i]);
-        eq_split_gemm_error_bound(&g_ref, K, abs_y, p.S[i], p.Q_ref[i], &det_r, &prob_r);
-        eq_split_gemm_error_bound(&g_test, K, abs_y, p.S[i], p.Q_test[i], &det_t, &prob_t);
-        double det = det_r + det_t, prob = prob_r + prob_t;
-        double d = fabs(eq_tensor_get(&out_t->tensor, i) - eq_tensor_get(out, i));
-        if (det > th->det_bound_max) th->det_bound_max = det;
-        if (prob > th->prob_bound_max) th->prob_bound_max = prob;
-        if (d > 0.0) { /* 0 / 0: bit-identical where both bounds vanish */
-            th->det_ratio = fmax(th->det_ratio, det > 0.0 ? d / det : INFINITY);
-            th->prob_ratio = fmax(th->prob_ratio, prob > 0.0 ? d / prob : INFINITY);
-        }
+    for (int64_t blk = 0; blk < n_blocks; blk++) {
+        const block_max *m = &sb.blocks[blk];
+        th->det_bound_max = fmax(th->det_bound_max, m->det_bound_max);
+        th->prob_bound_max = fmax(th->prob_bound_max, m->prob_bound_max);
+        th->det_ratio = fmax(th->det_ratio, m->det_ratio);
+        th->prob_ratio = fmax(th->prob_ratio, m->prob_ratio);
     }
 cleanup:
-    products_free(&p);
+    free(sb.blocks);
     return st;
 }
 

@@ -71,7 +71,9 @@ typedef struct {
 /* Fills the theory fields of the results of `cmp` for every GEMM output whose operands are in both
  * captures and bit-identical: the operands a capture recorded with the output (eq_capture_entry.gemm,
  * a user's run), else the model's sites (NULL: none) in the output's layer; the runs' tp give T.
- * Uses OpenBLAS's fp64 GEMM for y, S and Q. EQ_ERR_INPUT when the shapes do not fit a GEMM. */
+ * y, S and Q come as upper bounds from fp32 GEMMs over blocks of rows on equiv's threads (fp64 for
+ * fp64 operands; rounding_bound_products.h), which loosens the bound by at most ~2e-3 of itself (K = 4096).
+ * EQ_ERR_INPUT when the shapes do not fit a GEMM. */
 eq_status eq_rounding_bounds_apply(eq_comparison *cmp, const eq_capture *ref, const eq_capture *test,
                                    const eq_gemm_site *sites);
 

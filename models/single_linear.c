@@ -49,6 +49,16 @@ cleanup:
     return st;
 }
 
+/* out = in weight^T of one replica, split over tp as the case says. */
+static eq_status forward(const eq_step *step, linear_split split, eq_tensor *out, const eq_tensor *in,
+                         const eq_tensor *weight)
+{
+    if (split == SPLIT_INPUT) return eq_row_parallel_forward(step, out, in, weight);
+    eq_status st = eq_column_parallel_forward(step, out, in, weight);
+    if (st == EQ_OK) st = eq_tp_gather_columns(step, out); /* multi-process: the other ranks' blocks */
+    return st;
+}
+
 static eq_status run_linear(const eq_step *step, eq_capture *cap, linear_split split)
 {
     eq_status st = EQ_OK;
@@ -63,21 +73,21 @@ static eq_status run_linear(const eq_step *step, eq_capture *cap, linear_split s
     eq_rng_fill_normal(&input, step->seed, "layers/00/input", 1.0);
     eq_rng_fill_normal(&weight, step->seed, "layers/00/weight", 1.0 / sqrt((double)z.in_features));
 
-    /* The dp replicas computed here: all of them (sim), or this process's one (--comm mpi). */
+    /* The dp replicas computed here: all of them (sim), or this process's one (--comm mpi). With
+     * dp = 1 the one replica's batch shard is the whole tensor: computed in place, no copies. */
     const eq_group dp_group = eq_step_dp_group(step);
-    for (int d = dp_group.first_local; d < dp_group.first_local + dp_group.n_local; d++) {
-        EQ_TRY(eq_batch_shard_gather(&input, step->layout.dp, d, &local_in));
-        const int64_t local_shape[3] = {z.seq, z.batch / step->layout.dp, z.out_features};
-        EQ_TRY(eq_tensor_init(&local_out, step->dtype, 3, local_shape));
-        if (split == SPLIT_OUTPUT) {
-            EQ_TRY(eq_column_parallel_forward(step, &local_out, &local_in, &weight));
-            EQ_TRY(eq_tp_gather_columns(step, &local_out)); /* multi-process: the other ranks' blocks */
-        } else {
-            EQ_TRY(eq_row_parallel_forward(step, &local_out, &local_in, &weight));
+    if (step->layout.dp == 1) {
+        EQ_TRY(forward(step, split, &out, &input, &weight));
+    } else {
+        for (int d = dp_group.first_local; d < dp_group.first_local + dp_group.n_local; d++) {
+            EQ_TRY(eq_batch_shard_gather(&input, step->layout.dp, d, &local_in));
+            const int64_t local_shape[3] = {z.seq, z.batch / step->layout.dp, z.out_features};
+            EQ_TRY(eq_tensor_init(&local_out, step->dtype, 3, local_shape));
+            EQ_TRY(forward(step, split, &local_out, &local_in, &weight));
+            EQ_TRY(eq_dp_gather_batch(step, &local_out, d, &out));
+            eq_tensor_free(&local_in);
+            eq_tensor_free(&local_out);
         }
-        EQ_TRY(eq_dp_gather_batch(step, &local_out, d, &out));
-        eq_tensor_free(&local_in);
-        eq_tensor_free(&local_out);
     }
     EQ_TRY(eq_capture_add(cap, 0, "input", EQ_ROLE_INPUT, &input));
     EQ_TRY(eq_capture_add(cap, 0, "weight", EQ_ROLE_PARAM, &weight));
