@@ -35,7 +35,7 @@ static double one_bound(const eq_split_gemm *g, int64_t K, double abs_y, double 
     double u_acc = g->dtype == EQ_FP64 ? 0x1p-53 : eq_dtype_unit_roundoff(g->accumulate); /* fp32: backend.h */
     double u_out = g->dtype == EQ_BF16 ? 0x1p-8 : 0.0;      /* a bf16 output is rounded once more */
     double u_wire = eq_dtype_unit_roundoff(g->dtype);
-    if (g->partitions <= 1) {
+    if (g->partitions <= 1 || strcmp(g->algo, "tp_invariant") == 0) { /* one K-long sum at any tp */
         double acc = growth((double)K, u_acc, lambda) * S;
         return acc + u_out * (abs_y + acc);
     }
