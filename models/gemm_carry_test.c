@@ -57,7 +57,7 @@ static int64_t carried_differs(eq_dtype dt, eq_gemm_form form, int64_t M, int64_
     eq_rng_fill_normal(&b, 5, "b", 0.1);
     plain(form, M, N, K, &a, &b, &want);
     const size_t elem = eq_dtype_size(dt);
-    for (int p = 0; p < parts; p++) { /* block p: k in [K*p/parts, K*(p+1)/parts), uneven when parts does not divide K */
+    for (int p = 0; p < parts; p++) { /* k in [K p / parts, K (p+1) / parts): uneven if parts does not divide K */
         const int64_t k0 = K * p / parts, k1 = K * (p + 1) / parts;
         const char *a_p = (const char *)a.data + (size_t)(form == EQ_GEMM_TN ? k0 * M : k0) * elem;
         const char *b_p = (const char *)b.data + (size_t)(form == EQ_GEMM_NT ? k0 : k0 * N) * elem;
@@ -82,7 +82,7 @@ int main(void)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
                 for (int parts = 1; parts <= 4; parts++) {
                     int64_t d = carried_differs((eq_dtype)dt, forms[f], shapes[s].M, shapes[s].N, shapes[s].K, parts);
-                    EQ_EXPECT(d == 0, "%s form %d [%lld x %lld x %lld] in %d parts: %lld elements differ from the plain loop",
+                    EQ_EXPECT(d == 0, "%s form %d [%lld x %lld x %lld] in %d parts: %lld elements differ from the loop",
                               eq_dtype_name((eq_dtype)dt), f, (long long)shapes[s].M, (long long)shapes[s].N,
                               (long long)shapes[s].K, parts, (long long)d);
                 }

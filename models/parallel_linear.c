@@ -64,11 +64,12 @@ eq_status eq_column_parallel_forward(const eq_step *step, eq_tensor *out, const 
 
 /* --algo tp_invariant's sum over tp: no all-reduce; out[M, Nout] (row stride ldo) = the K-split
  * product over every tp rank, rank r continuing rank r-1's accumulator over its block of
- * `shard` reduction columns and the last one rounding once (models/gemm_carry.h). a_r(r) and
- * b_r(r) are rank r's operands (NT: in[:, block r] and weight[:, block r]; NN: dout[:, block r] and
- * weight[block r, :]). Every tp rank must be in this process: on real GPUs rank r waits for rank
- * r-1's accumulator, a chain the collectives here do not model, so other transports are refused
- * (harness/commands.c). `ranks` < tp stops the chain early (the injected skip_allreduce). */
+ * `shard` reduction columns and the last one rounding once (models/gemm_carry.h). Rank r's
+ * operands are a + r * a_step and b + r * b_step (NT: in[:, block r] and weight[:, block r]; NN:
+ * dout[:, block r] and weight[block r, :]). Every tp rank must be in this process: on real GPUs
+ * rank r waits for rank r-1's accumulator, a chain the collectives here do not model, so other
+ * transports are refused (harness/commands.c). `ranks` < tp stops the chain early (the injected
+ * skip_allreduce). */
 typedef struct {
     eq_gemm_form form;
     const char *a, *b;       /* rank 0's operands */
@@ -150,9 +151,11 @@ eq_status eq_column_parallel_backward(const eq_step *step, eq_tensor *din, eq_te
     const eq_group tp_group = eq_step_tp_group(step);
     if (step->algo == EQ_ALGO_TP_INVARIANT) {
         /* din = sum over r of dout_r weight_r, carried from rank to rank; the weight gradients as below */
-        for (int r = 0; r < tp && st == EQ_OK; r++)
-            st = eq_gemm(step->backend, dt, EQ_GEMM_TN, shard, K, M, (const char *)dout->data + (size_t)(r * shard) * elem,
-                         N, in->data, K, (char *)dweight->data + (size_t)(r * shard * K) * elem, K);
+        for (int r = 0; r < tp && st == EQ_OK; r++) {
+            const char *dout_r = (const char *)dout->data + (size_t)(r * shard) * elem; /* [M, shard] of [M, N] */
+            char *dw_r = (char *)dweight->data + (size_t)(r * shard * K) * elem;        /* [shard, K] */
+            st = eq_gemm(step->backend, dt, EQ_GEMM_TN, shard, K, M, dout_r, N, in->data, K, dw_r, K);
+        }
         const carry_operands ops = {EQ_GEMM_NN, dout->data, weight->data, N, K, (size_t)shard * elem,
                                     (size_t)(shard * K) * elem};
         return st == EQ_OK ? carried_tp_sum(step, &ops, tp, M, K, shard, din->data, K) : st;
