@@ -133,6 +133,9 @@ static int layouts_to_run(const eq_cli *cli, const eq_case *kase, eq_layout *out
 static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec)
 {
     const char *comm = cli->transport;
+    if (cli->algo == EQ_ALGO_TP_INVARIANT && strcmp(comm, "sim") != 0)
+        return EQ_FAIL(EQ_ERR_USAGE, "--algo tp_invariant chains the tp ranks' accumulators in one process: it needs "
+                       "--comm sim");
     if (strcmp(comm, "sim") == 0) {
         if (cli->algo == EQ_ALGO_MPI)
             return EQ_FAIL(EQ_ERR_USAGE, "--algo mpi is MPI's own all-reduce: it needs --comm mpi");
@@ -164,6 +167,9 @@ static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec)
  * other backend, so that a dump never says cuda for a step that ran on the CPU. */
 static eq_status check_backend(const eq_cli *cli, const eq_run_spec *spec)
 {
+    if (strcmp(cli->backend, "cuda") == 0 && cli->algo == EQ_ALGO_TP_INVARIANT)
+        return EQ_FAIL(EQ_ERR_USAGE, "--algo tp_invariant sums over K with the CPU's ordered GEMM: run it with "
+                       "--backend cpu");
     if (strcmp(cli->backend, "cuda") != 0 || !spec->model->host_only) return EQ_OK;
     return EQ_FAIL(EQ_ERR_USAGE, "case %s (model %s) computes on the host only (every sum accumulated in fp64 and "
                    "rounded once, in its own order): run it with --backend cpu, under any --comm", spec->kase->name,
@@ -533,6 +539,7 @@ eq_status eq_cmd_list(const eq_cli *cli)
     for (int i = 0; eq_models[i] != NULL; i++) printf(" %s", eq_models[i]->name);
     printf("\ndtypes: bf16 fp32 fp64\nalgorithms:");
     for (int a = 0; a < EQ_ALGO_COUNT; a++) printf(" %s", eq_algo_name((eq_algo)a));
+    printf(" %s", eq_algo_name(EQ_ALGO_TP_INVARIANT));
     printf("\nlayouts: dpD-tpT; a case's layouts divide its sizes (--dp, --tp pick one)\n");
     printf("expectations: bit_exact within differs must_fail\nbackends: cpu%s\ncomms: sim", EQUIV_HAVE_CUDA ? " cuda" : "");
     if (EQUIV_HAVE_MPI) {

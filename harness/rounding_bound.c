@@ -45,7 +45,7 @@ static bound_factors factors_of(const eq_split_gemm *g, int64_t K, double lambda
     double u_wire = eq_dtype_unit_roundoff(g->dtype);
     bound_factors f = {0};
     f.u_out = g->dtype == EQ_BF16 ? 0x1p-8 : 0.0;
-    f.split = g->partitions > 1;
+    f.split = g->partitions > 1 && strcmp(g->algo, "tp_invariant") != 0; /* tp_invariant: one K-long sum at any tp */
     if (!f.split) {
         f.acc = growth((double)K, u_acc, lambda);
         return f;

@@ -10,14 +10,14 @@
 #define TILE_K 128
 
 #define DEFINE_ORDERED_GEMM(name, T)                                                                      \
-    eq_status name(int64_t M, int64_t N, int64_t K, const T *A, int64_t lda, const T *B, int64_t ldb, T *C, \
-                   int64_t ldc)                                                                           \
+    static eq_status name(int64_t M, int64_t N, int64_t K, const T *A, int64_t lda, const T *B, int64_t ldb, \
+                          T *C, int64_t ldc, int accumulate)                                              \
     {                                                                                                     \
         T *bt = malloc((size_t)TILE_K * TILE_N * sizeof *bt); /* B^T tile [TILE_K, TILE_N] */           \
         if (bt == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "ordered GEMM: no memory for a tile");              \
         for (int64_t jb = 0; jb < N; jb += TILE_N) {                                                      \
             const int64_t jn = N - jb < TILE_N ? N - jb : TILE_N;                                         \
-            for (int64_t i = 0; i < M; i++) memset(C + i * ldc + jb, 0, (size_t)jn * sizeof *C);          \
+            for (int64_t i = 0; i < M && !accumulate; i++) memset(C + i * ldc + jb, 0, (size_t)jn * sizeof *C); \
             for (int64_t kb = 0; kb < K; kb += TILE_K) {                                                  \
                 const int64_t kn = K - kb < TILE_K ? K - kb : TILE_K;                                     \
                 for (int64_t j = 0; j < jn; j++)                                                          \
@@ -36,5 +36,29 @@
         return EQ_OK;                                                                                     \
     }
 
-DEFINE_ORDERED_GEMM(eq_gemm_ordered_f32, float)
-DEFINE_ORDERED_GEMM(eq_gemm_ordered_f64, double)
+DEFINE_ORDERED_GEMM(ordered_f32, float)
+DEFINE_ORDERED_GEMM(ordered_f64, double)
+
+eq_status eq_gemm_ordered_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                              int64_t ldb, float *C, int64_t ldc)
+{
+    return ordered_f32(M, N, K, A, lda, B, ldb, C, ldc, 0);
+}
+
+eq_status eq_gemm_ordered_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B,
+                              int64_t ldb, double *C, int64_t ldc)
+{
+    return ordered_f64(M, N, K, A, lda, B, ldb, C, ldc, 0);
+}
+
+eq_status eq_gemm_ordered_acc_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                                  int64_t ldb, float *C, int64_t ldc)
+{
+    return ordered_f32(M, N, K, A, lda, B, ldb, C, ldc, 1);
+}
+
+eq_status eq_gemm_ordered_acc_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B,
+                                  int64_t ldb, double *C, int64_t ldc)
+{
+    return ordered_f64(M, N, K, A, lda, B, ldb, C, ldc, 1);
+}

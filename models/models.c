@@ -27,17 +27,26 @@ eq_status eq_model_find(const char *name, const eq_model **out)
     return EQ_FAIL(EQ_ERR_INPUT, "unknown model '%s' (known: %s)", name, known);
 }
 
+/* The fold a group's collectives follow. tp_invariant is no fold: the tp reductions it governs carry
+ * an fp32 accumulator instead (models/parallel_linear.c), and whatever else reduces (the
+ * data-parallel gradients) accumulates in fp32 in rank order and rounds once, its element-wise
+ * form. */
+static eq_algo group_algo(const eq_step *step)
+{
+    return step->algo == EQ_ALGO_TP_INVARIANT ? EQ_ALGO_FP32ACC : step->algo;
+}
+
 eq_group eq_step_tp_group(const eq_step *step)
 {
-    if (step->world != NULL) return eq_world_tp_group(step->world, step->algo);
-    eq_group g = {step->transport, step->algo, step->layout.tp, 0, step->layout.tp, NULL};
+    if (step->world != NULL) return eq_world_tp_group(step->world, group_algo(step));
+    eq_group g = {step->transport, group_algo(step), step->layout.tp, 0, step->layout.tp, NULL};
     return g;
 }
 
 eq_group eq_step_dp_group(const eq_step *step)
 {
-    if (step->world != NULL) return eq_world_dp_group(step->world, step->algo);
-    eq_group g = {step->transport, step->algo, step->layout.dp, 0, step->layout.dp, NULL};
+    if (step->world != NULL) return eq_world_dp_group(step->world, group_algo(step));
+    eq_group g = {step->transport, group_algo(step), step->layout.dp, 0, step->layout.dp, NULL};
     return g;
 }
 

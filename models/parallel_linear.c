@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "models/gemm.h"
+#include "models/gemm_carry.h"
 
 static int64_t last_dim(const eq_tensor *t) { return t->shape[t->ndim - 1]; }
 
@@ -61,6 +62,40 @@ eq_status eq_column_parallel_forward(const eq_step *step, eq_tensor *out, const 
     return EQ_OK;
 }
 
+/* --algo tp_invariant's sum over tp: no all-reduce; out[M, Nout] (row stride ldo) = the K-split
+ * product over every tp rank, rank r continuing rank r-1's accumulator over its block of
+ * `shard` reduction columns and the last one rounding once (models/gemm_carry.h). Rank r's
+ * operands are a + r * a_step and b + r * b_step (NT: in[:, block r] and weight[:, block r]; NN:
+ * dout[:, block r] and weight[block r, :]). Every tp rank must be in this process: on real GPUs
+ * rank r waits for rank r-1's accumulator, a chain the collectives here do not model, so other
+ * transports are refused (harness/commands.c). `ranks` < tp stops the chain early (the injected
+ * skip_allreduce). */
+typedef struct {
+    eq_gemm_form form;
+    const char *a, *b;       /* rank 0's operands */
+    int64_t lda, ldb;
+    size_t a_step, b_step;   /* bytes from rank r's operand to rank r+1's */
+} carry_operands;
+
+static eq_status carried_tp_sum(const eq_step *step, const carry_operands *ops, int ranks, int64_t M, int64_t Nout,
+                                int64_t shard, void *out, int64_t ldo)
+{
+    const eq_group tp_group = eq_step_tp_group(step);
+    if (tp_group.n_local != tp_group.size)
+        return EQ_FAIL(EQ_ERR_USAGE, "--algo tp_invariant needs every tp rank in one process (--comm sim)");
+    eq_status st = EQ_OK;
+    void *acc = calloc((size_t)(M * Nout) + 1, eq_gemm_carry_elem(step->dtype)); /* [M, Nout], zero */
+    if (acc == NULL)
+        return EQ_FAIL(EQ_ERR_NOMEM, "tp_invariant: no memory for a %lld x %lld accumulator", (long long)M,
+                       (long long)Nout);
+    for (int r = 0; r < ranks && st == EQ_OK; r++)
+        st = eq_gemm_carry(step->dtype, ops->form, M, Nout, shard, ops->a + (size_t)r * ops->a_step, ops->lda,
+                           ops->b + (size_t)r * ops->b_step, ops->ldb, acc);
+    if (st == EQ_OK) eq_gemm_carry_round(step->dtype, M, Nout, acc, out, ldo);
+    free(acc);
+    return st;
+}
+
 eq_status eq_row_parallel_forward(const eq_step *step, eq_tensor *out, const eq_tensor *in,
                                   const eq_tensor *weight)
 {
@@ -70,6 +105,11 @@ eq_status eq_row_parallel_forward(const eq_step *step, eq_tensor *out, const eq_
     if (st != EQ_OK) return st;
     const size_t elem = eq_dtype_size(step->dtype);
     const int64_t shard = K / tp; /* reduction columns per rank (tp >= 1: checked above) */
+    if (step->algo == EQ_ALGO_TP_INVARIANT) { /* tp = 1 too: the reference sums in the same order */
+        const carry_operands ops = {EQ_GEMM_NT, in->data, weight->data, K, K, (size_t)shard * elem,
+                                    (size_t)shard * elem};
+        return carried_tp_sum(step, &ops, step->bugs & EQ_BUG_SKIP_ALLREDUCE ? 1 : tp, M, N, shard, out->data, N);
+    }
     if (tp == 1) return step->backend->gemm_nt(step->dtype, M, N, K, in->data, K, weight->data, K, out->data, N);
 
     /* The tp group of this replica: every member in this process (sim), or this process's one. */
@@ -109,6 +149,17 @@ eq_status eq_column_parallel_backward(const eq_step *step, eq_tensor *din, eq_te
     const size_t elem = eq_dtype_size(dt);
     const int64_t shard = N / tp;
     const eq_group tp_group = eq_step_tp_group(step);
+    if (step->algo == EQ_ALGO_TP_INVARIANT) {
+        /* din = sum over r of dout_r weight_r, carried from rank to rank; the weight gradients as below */
+        for (int r = 0; r < tp && st == EQ_OK; r++) {
+            const char *dout_r = (const char *)dout->data + (size_t)(r * shard) * elem; /* [M, shard] of [M, N] */
+            char *dw_r = (char *)dweight->data + (size_t)(r * shard * K) * elem;        /* [shard, K] */
+            st = eq_gemm(step->backend, dt, EQ_GEMM_TN, shard, K, M, dout_r, N, in->data, K, dw_r, K);
+        }
+        const carry_operands ops = {EQ_GEMM_NN, dout->data, weight->data, N, K, (size_t)shard * elem,
+                                    (size_t)(shard * K) * elem};
+        return st == EQ_OK ? carried_tp_sum(step, &ops, tp, M, K, shard, din->data, K) : st;
+    }
     void **partials = alloc_rank_buffers(tp_group.n_local, (size_t)(M * K) * elem); /* [M, K] per local rank */
     if (partials == NULL) return EQ_ERR_NOMEM;
     for (int i = 0; i < tp_group.n_local && st == EQ_OK; i++) {

@@ -11,19 +11,20 @@ const char *eq_algo_name(eq_algo a)
     case EQ_ALGO_FP32ACC: return "fp32acc";
     case EQ_ALGO_SEQ: return "seq";
     case EQ_ALGO_MPI: return "mpi";
+    case EQ_ALGO_TP_INVARIANT: return "tp_invariant";
     }
     return "?";
 }
 
 eq_status eq_algo_parse(const char *name, eq_algo *out)
 {
-    for (int a = 0; a <= EQ_ALGO_MPI; a++) {
+    for (int a = 0; a <= EQ_ALGO_TP_INVARIANT; a++) {
         if (strcmp(name, eq_algo_name((eq_algo)a)) == 0) {
             *out = (eq_algo)a;
             return EQ_OK;
         }
     }
-    return EQ_FAIL(EQ_ERR_USAGE, "unknown algorithm '%s' (known: ring, tree, fp32acc, seq; mpi under --comm mpi)",
+    return EQ_FAIL(EQ_ERR_USAGE, "unknown algorithm '%s' (known: ring, tree, fp32acc, seq, tp_invariant; mpi under --comm mpi)",
                    name);
 }
 

@@ -23,10 +23,15 @@ typedef enum {
     EQ_ALGO_FP32ACC = 2, /* accumulate in fp32 (rank order), round to the wire dtype once: NVLS */
     EQ_ALGO_SEQ = 3,     /* rank 0, 1, ..., n-1, rounding after every add */
     EQ_ALGO_MPI = 4,     /* the MPI library's own MPI_Allreduce (mpi transport only; not emulated) */
+    /* No all-reduce over tp: rank r continues rank r-1's fp32 accumulator over K in rank order and
+     * the last rank rounds once (TransformerEngine's proposed TP-invariant mode), so tp = 1, 2, 4
+     * give the same bits (models/parallel_linear.c). Not a fold: the models' other collectives
+     * (data parallel) fold as fp32acc under it (models/models.c). sim transport, CPU backend. */
+    EQ_ALGO_TP_INVARIANT = 5,
 } eq_algo;
 #define EQ_ALGO_COUNT 4 /* the emulated algorithms, 0..EQ_ALGO_COUNT-1: every transport runs them */
 const char *eq_algo_name(eq_algo a);
-eq_status eq_algo_parse(const char *name, eq_algo *out); /* EQ_ERR_USAGE if unknown; knows "mpi" too */
+eq_status eq_algo_parse(const char *name, eq_algo *out); /* EQ_ERR_USAGE if unknown; knows "mpi", "tp_invariant" too */
 
 typedef enum { EQ_REDOP_SUM = 0, EQ_REDOP_AVG = 1 } eq_redop;
 const char *eq_redop_name(eq_redop op);

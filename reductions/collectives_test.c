@@ -60,7 +60,7 @@ static void test_names(void)
     EQ_EXPECT(strcmp(eq_algo_name(EQ_ALGO_FP32ACC), "fp32acc") == 0, "%s", eq_algo_name(EQ_ALGO_FP32ACC));
     eq_algo unused;
     EQ_EXPECT(eq_algo_parse("nvls", &unused) == EQ_ERR_USAGE, "'nvls' accepted");
-    EQ_EXPECT(strcmp(eq_error_message(), "unknown algorithm 'nvls' (known: ring, tree, fp32acc, seq; mpi under --comm mpi)") == 0, "%s",
+    EQ_EXPECT(strcmp(eq_error_message(), "unknown algorithm 'nvls' (known: ring, tree, fp32acc, seq, tp_invariant; mpi under --comm mpi)") == 0, "%s",
               eq_error_message());
     eq_error_clear();
     EQ_EXPECT(strcmp(eq_redop_name(EQ_REDOP_SUM), "sum") == 0 && strcmp(eq_redop_name(EQ_REDOP_AVG), "avg") == 0,

@@ -118,6 +118,7 @@ static const double *fold_block(eq_algo algo, eq_dtype dt, int n, int chunk, dou
         for (int k = 1; k < n; k++) add_rows(dt, row(rows, 0), row(rows, k), len);
         return row(rows, 0);
     case EQ_ALGO_MPI: /* not emulated: check_args refuses it before any block is folded */
+    case EQ_ALGO_TP_INVARIANT: /* not a fold (collectives.h); refused the same way */
         break;
     }
     return row(rows, 0);

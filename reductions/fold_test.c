@@ -60,6 +60,7 @@ static double reference(eq_algo algo, eq_dtype dt, eq_redop op, const double *in
         for (int r = 1; r < n; r++) acc = dt == EQ_FP64 ? acc + x[r] : (float)((float)acc + (float)x[r]);
         return dt == EQ_BF16 ? eq_bf16_to_f32(eq_f32_to_bf16((float)acc)) : acc;
     case EQ_ALGO_MPI: /* not emulated */
+    case EQ_ALGO_TP_INVARIANT:
         break;
     }
     return NAN;

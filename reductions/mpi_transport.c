@@ -257,7 +257,8 @@ static eq_status reduce_to_root(const mpi_group *m, eq_algo algo, void *buf, siz
     case EQ_ALGO_FP32ACC: return chain_reduce(m, algo, buf, count, dt, root);
     case EQ_ALGO_TREE: *root = 0; return tree_reduce(m, buf, count, dt);
     case EQ_ALGO_RING:
-    case EQ_ALGO_MPI: break;
+    case EQ_ALGO_MPI:
+    case EQ_ALGO_TP_INVARIANT: break;
     }
     return EQ_FAIL(EQ_ERR_INTERNAL, "mpi %s: no reduce-to-root for algorithm %s", m->collective, eq_algo_name(algo));
 }

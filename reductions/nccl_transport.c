@@ -163,6 +163,7 @@ static const char *nccl_algo_env(eq_algo algo)
     case EQ_ALGO_FP32ACC: return "ring;allreduce:nvls";
     case EQ_ALGO_SEQ: return NULL;
     case EQ_ALGO_MPI: return NULL; /* MPI's own all-reduce: not a NCCL algorithm */
+    case EQ_ALGO_TP_INVARIANT: return NULL; /* no all-reduce over tp; sim only (commands.c) */
     }
     return NULL;
 }
