@@ -127,6 +127,10 @@ static int layouts_to_run(const eq_cli *cli, const eq_case *kase, eq_layout *out
 static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec)
 {
     const char *comm = cli->transport;
+    if ((cli->nccl.channels != 0 || cli->nccl.proto != EQ_NCCL_SIMPLE) &&
+        (strcmp(comm, "sim") != 0 || cli->algo != EQ_ALGO_RING))
+        return EQ_FAIL(EQ_ERR_USAGE, "--nccl-channels and --nccl-proto place the elements of the emulated ring: they "
+                       "need --algo ring and --comm sim (under --comm nccl, NCCL itself chooses)");
     if (strcmp(comm, "sim") == 0) {
         if (cli->algo == EQ_ALGO_MPI)
             return EQ_FAIL(EQ_ERR_USAGE, "--algo mpi is MPI's own all-reduce: it needs --comm mpi");
@@ -223,6 +227,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     if (backend == &eq_backend_cuda && strcmp(cli->transport, "sim") == 0) spec.step.transport = &eq_transport_sim_cuda;
 #endif
     spec.step.algo = cli->algo;
+    spec.step.nccl = cli->nccl;
     spec.step.seed = cli->seed;
     spec.step.grads = (eq_grad_convention)cli->grads;
     spec.step.forward_only = cli->forward_only;

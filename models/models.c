@@ -30,14 +30,14 @@ eq_status eq_model_find(const char *name, const eq_model **out)
 eq_group eq_step_tp_group(const eq_step *step)
 {
     if (step->world != NULL) return eq_world_tp_group(step->world, step->algo);
-    eq_group g = {step->transport, step->algo, step->layout.tp, 0, step->layout.tp, NULL};
+    eq_group g = {step->transport, step->algo, step->layout.tp, 0, step->layout.tp, NULL, step->nccl};
     return g;
 }
 
 eq_group eq_step_dp_group(const eq_step *step)
 {
     if (step->world != NULL) return eq_world_dp_group(step->world, step->algo);
-    eq_group g = {step->transport, step->algo, step->layout.dp, 0, step->layout.dp, NULL};
+    eq_group g = {step->transport, step->algo, step->layout.dp, 0, step->layout.dp, NULL, step->nccl};
     return g;
 }
 
