@@ -99,7 +99,7 @@ static int channel_parts(eq_nccl_config cfg, size_t elem_size, size_t count, siz
     return n_parts;
 }
 
-void eq_nccl_ring_piece(eq_nccl_config cfg, size_t elem_size, int n, size_t count, size_t at, eq_nccl_piece *piece)
+void eq_nccl_ring_loop(eq_nccl_config cfg, size_t elem_size, int n, size_t count, size_t at, eq_nccl_loop *out)
 {
     size_t parts[EQ_NCCL_MAX_CHANNELS + 1];
     if (cfg.channels < 1) cfg.channels = 1;
@@ -115,10 +115,21 @@ void eq_nccl_ring_piece(eq_nccl_config cfg, size_t elem_size, int n, size_t coun
         size_t align = 16 / elem_size;
         chunk_count = div_up(div_up(remaining, (size_t)n), align) * align;
     }
-    size_t chunk = (at - loop_begin) / chunk_count;
-    piece->begin = loop_begin + chunk * chunk_count;
-    piece->len = remaining - chunk * chunk_count < chunk_count ? remaining - chunk * chunk_count : chunk_count;
-    piece->channel = channel;
-    piece->loop = loop;
+    out->begin = loop_begin;
+    out->len = remaining < loop_count ? remaining : loop_count;
+    out->chunk_count = chunk_count;
+    out->channel = channel;
+    out->loop = loop;
+}
+
+void eq_nccl_ring_piece(eq_nccl_config cfg, size_t elem_size, int n, size_t count, size_t at, eq_nccl_piece *piece)
+{
+    eq_nccl_loop loop;
+    eq_nccl_ring_loop(cfg, elem_size, n, count, at, &loop);
+    size_t chunk = (at - loop.begin) / loop.chunk_count, chunk_begin = chunk * loop.chunk_count;
+    piece->begin = loop.begin + chunk_begin;
+    piece->len = loop.len - chunk_begin < loop.chunk_count ? loop.len - chunk_begin : loop.chunk_count;
+    piece->channel = loop.channel;
+    piece->loop = loop.loop;
     piece->chunk = (int)chunk;
 }

@@ -36,6 +36,18 @@ typedef struct {
     int chunk;         /* chunk within the loop, 0..n-1: ring index k adds last, k + 1 starts */
 } eq_nccl_piece;
 
+/* One loop of runRing on one channel: elements [begin, begin + len), cut into n chunks of
+ * chunk_count (the last ones shorter or empty). */
+typedef struct {
+    size_t begin, len, chunk_count;
+    int channel;
+    size_t loop;
+} eq_nccl_loop;
+
+/* The loop holding element `at` (< count); walking at = 0, loop.begin + loop.len, ... covers the
+ * buffer once, in order. */
+void eq_nccl_ring_loop(eq_nccl_config cfg, size_t elem_size, int n, size_t count, size_t at, eq_nccl_loop *loop);
+
 /* The piece holding element `at` (< count) of a ring all-reduce of `count` elements of
  * `elem_size` bytes over n ranks. Walking at = 0, piece.begin + piece.len, ... covers the buffer
  * once, in order. */
