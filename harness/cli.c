@@ -97,7 +97,8 @@ static eq_status parse_format(const char *text, eq_format *out)
  * cmd_matrix.c). Any other option, twice, or given to a command that does not take it, is one
  * error line before anything runs. */
 typedef enum {
-    OPT_CASE, OPT_SIZE, OPT_TP, OPT_DP, OPT_DTYPE, OPT_ALGO, OPT_NCCL_CHANNELS, OPT_NCCL_PROTO, OPT_SEED, OPT_GRADS, OPT_INJECT, OPT_FORWARD_ONLY,
+    OPT_CASE, OPT_SIZE, OPT_TP, OPT_DP, OPT_DTYPE, OPT_ALGO, OPT_NCCL_CHANNELS, OPT_NCCL_PROTO, OPT_SEED, OPT_GRADS,
+    OPT_INJECT, OPT_FORWARD_ONLY,
     OPT_TRUTH, OPT_BACKEND, OPT_COMM, OPT_EXPECT, OPT_TOLERANCE, OPT_ATOL, OPT_RTOL, OPT_GROWTH, OPT_UPDATE,
     OPT_OUT, OPT_FORMAT, OPT_CASES_DIR, OPT_TOLERANCES, OPT_VERBOSE, OPT_LIST, OPT_HELP, OPT_VERSION, OPT_COUNT
 } option_id;
