@@ -38,6 +38,8 @@ typedef struct {
     int dp, tp;
     char transport[EQ_NAME_MAX]; /* "sim" */
     char algorithm[EQ_NAME_MAX]; /* "ring", "tree", "fp32acc", "seq" */
+    int nccl_channels;           /* --nccl-channels, --nccl-proto where the run set either (ring): */
+    char nccl_proto[EQ_NAME_MAX]; /* 0 and "" when not set (the default: 1 channel, "simple") */
     char backend[EQ_NAME_MAX];   /* "cpu" */
     uint64_t seed;
     char version[EQ_NAME_MAX];   /* equiv's version */

@@ -34,6 +34,9 @@ void eq_cli_print_help(void)
            "                     mpi: MPI's own MPI_Allreduce (with --comm mpi); tp_invariant: no\n"
            "                     all-reduce over tp, each tp rank continues the previous one's fp32\n"
            "                     sum over K (tp = 1, 2, 4 bit-identical; --comm sim, --backend cpu)\n"
+           "  --nccl-channels N  ring: the channels NCCL's all-reduce runs on, 1..64 (default 1), and\n"
+           "  --nccl-proto P     its protocol: simple (default), ll, ll128; they place each element in\n"
+           "                     its chunk as NCCL does (--comm sim; recorded in the dump)\n"
            "  --size S           ci (default, seconds) or docs (the source documents' shapes)\n"
            "  --seed N           seed of the counter-based RNG (default 1234)\n"
            "  --grads C          data-parallel gradient convention: avg (DDP, default) or sum\n"
@@ -103,7 +106,8 @@ static eq_status parse_format(const char *text, eq_format *out)
  * cmd_matrix.c). Any other option, twice, or given to a command that does not take it, is one
  * error line before anything runs. */
 typedef enum {
-    OPT_CASE, OPT_SIZE, OPT_TP, OPT_DP, OPT_DTYPE, OPT_ALGO, OPT_SEED, OPT_GRADS, OPT_INJECT, OPT_FORWARD_ONLY,
+    OPT_CASE, OPT_SIZE, OPT_TP, OPT_DP, OPT_DTYPE, OPT_ALGO, OPT_NCCL_CHANNELS, OPT_NCCL_PROTO, OPT_SEED, OPT_GRADS,
+    OPT_INJECT, OPT_FORWARD_ONLY,
     OPT_TRUTH, OPT_BACKEND, OPT_COMM, OPT_EXPECT, OPT_TOLERANCE, OPT_ATOL, OPT_RTOL, OPT_GROWTH, OPT_UPDATE,
     OPT_ONLY, OPT_QUICK, OPT_OUT, OPT_FORMAT, OPT_CASES_DIR, OPT_TOLERANCES, OPT_VERBOSE, OPT_LIST, OPT_HELP,
     OPT_VERSION, OPT_COUNT
@@ -131,6 +135,8 @@ static const option_spec options[OPT_COUNT] = {
     [OPT_DP] = {"--dp", NULL, 1, 0, RUN},
     [OPT_DTYPE] = {"--dtype", NULL, 1, 0, RUN | MATRIX},
     [OPT_ALGO] = {"--algo", NULL, 1, 0, RUN | MATRIX},
+    [OPT_NCCL_CHANNELS] = {"--nccl-channels", NULL, 1, 0, RUN},
+    [OPT_NCCL_PROTO] = {"--nccl-proto", NULL, 1, 0, RUN},
     [OPT_SEED] = {"--seed", NULL, 1, 0, RUN | MATRIX},
     [OPT_GRADS] = {"--grads", NULL, 1, 0, RUN},
     [OPT_INJECT] = {"--inject", NULL, 1, 1, RUN},
@@ -208,6 +214,11 @@ static eq_status parse_value(eq_cli *cli, option_id id, const char *val)
         if (!cli->all_dtypes) st = eq_dtype_parse(val, &cli->dtype);
         break;
     case OPT_ALGO: st = eq_algo_parse(val, &cli->algo); break;
+    case OPT_NCCL_CHANNELS:
+        st = parse_int(opt, val, 1, EQ_NCCL_MAX_CHANNELS, &v);
+        cli->nccl.channels = (int)v;
+        break;
+    case OPT_NCCL_PROTO: st = eq_nccl_proto_parse(val, &cli->nccl.proto); break;
     case OPT_SEED:
         st = parse_int(opt, val, 0, INT64_MAX, &v);
         cli->seed = (uint64_t)v;

@@ -29,6 +29,7 @@ typedef struct {
     int all_dtypes;                    /* no --dtype: every dtype the case lists */
     eq_dtype dtype;
     eq_algo algo;
+    eq_nccl_config nccl;               /* --nccl-channels, --nccl-proto; zero: not given (the default) */
     uint64_t seed;
     const char *backend;
     const char *transport;             /* --comm: "sim" (default), "mpi", "nccl" */

@@ -136,6 +136,10 @@ static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec)
     if (cli->algo == EQ_ALGO_TP_INVARIANT && strcmp(comm, "sim") != 0)
         return EQ_FAIL(EQ_ERR_USAGE, "--algo tp_invariant chains the tp ranks' accumulators in one process: it needs "
                        "--comm sim");
+    if ((cli->nccl.channels != 0 || cli->nccl.proto != EQ_NCCL_SIMPLE) &&
+        (strcmp(comm, "sim") != 0 || cli->algo != EQ_ALGO_RING))
+        return EQ_FAIL(EQ_ERR_USAGE, "--nccl-channels and --nccl-proto place the elements of the emulated ring: they "
+                       "need --algo ring and --comm sim (under --comm nccl, NCCL itself chooses)");
     if (strcmp(comm, "sim") == 0) {
         if (cli->algo == EQ_ALGO_MPI)
             return EQ_FAIL(EQ_ERR_USAGE, "--algo mpi is MPI's own all-reduce: it needs --comm mpi");
@@ -235,6 +239,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     if (backend == &eq_backend_cuda && strcmp(cli->transport, "sim") == 0) spec.step.transport = &eq_transport_sim_cuda;
 #endif
     spec.step.algo = cli->algo;
+    spec.step.nccl = cli->nccl;
     spec.step.seed = cli->seed;
     spec.step.grads = (eq_grad_convention)cli->grads;
     spec.step.forward_only = cli->forward_only;

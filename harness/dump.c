@@ -172,6 +172,12 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
     if (m->gpu[0] != '\0') /* a run on a GPU only: CPU dumps keep their bytes */
         H5_TRY(write_string_attr(file, "gpu", m->gpu), EQ_ERR_IO, "cannot write dump %s: writing root attribute gpu failed",
                path);
+    if (m->nccl_proto[0] != '\0') { /* set on the command line only: other dumps keep their bytes */
+        H5_TRY(write_number_attr(file, "nccl_channels", H5T_STD_I32LE, H5T_NATIVE_INT, &m->nccl_channels), EQ_ERR_IO,
+               "cannot write dump %s: writing root attribute nccl_channels failed", path);
+        H5_TRY(write_string_attr(file, "nccl_proto", m->nccl_proto), EQ_ERR_IO,
+               "cannot write dump %s: writing root attribute nccl_proto failed", path);
+    }
     H5_TRY(write_number_attr(file, "dp", H5T_STD_I32LE, H5T_NATIVE_INT, &m->dp), EQ_ERR_IO,
            "cannot write dump %s: writing root attribute dp failed", path);
     H5_TRY(write_number_attr(file, "tp", H5T_STD_I32LE, H5T_NATIVE_INT, &m->tp), EQ_ERR_IO,

@@ -38,6 +38,10 @@ static void fill_meta(const eq_run_spec *spec, eq_run_meta *m)
     m->tp = spec->step.layout.tp;
     snprintf(m->transport, sizeof m->transport, "%s", spec->step.transport->name);
     snprintf(m->algorithm, sizeof m->algorithm, "%s", eq_algo_name(spec->step.algo));
+    if (spec->step.nccl.channels != 0 || spec->step.nccl.proto != EQ_NCCL_SIMPLE) {
+        m->nccl_channels = spec->step.nccl.channels != 0 ? spec->step.nccl.channels : 1;
+        snprintf(m->nccl_proto, sizeof m->nccl_proto, "%s", eq_nccl_proto_name(spec->step.nccl.proto));
+    }
     snprintf(m->backend, sizeof m->backend, "%s", spec->step.backend->name);
     if (spec->step.backend->describe != NULL) spec->step.backend->describe(m->kernel, sizeof m->kernel);
     eq_cpu_model(m->cpu, sizeof m->cpu);

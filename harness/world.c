@@ -64,14 +64,14 @@ int eq_world_is_root(const eq_world *w) { return w == NULL || w->rank == 0; }
 eq_group eq_world_tp_group(const eq_world *w, eq_algo algo)
 {
     if (w->has_collective_groups) return w->collective_tp;
-    eq_group g = {w->transport, algo, w->layout.tp, w->tp_rank, 1, w->tp_comm};
+    eq_group g = {w->transport, algo, w->layout.tp, w->tp_rank, 1, w->tp_comm, EQ_NCCL_CONFIG_DEFAULT};
     return g;
 }
 
 eq_group eq_world_dp_group(const eq_world *w, eq_algo algo)
 {
     if (w->has_collective_groups) return w->collective_dp;
-    eq_group g = {w->transport, algo, w->layout.dp, w->dp_rank, 1, w->dp_comm};
+    eq_group g = {w->transport, algo, w->layout.dp, w->dp_rank, 1, w->dp_comm, EQ_NCCL_CONFIG_DEFAULT};
     return g;
 }
 

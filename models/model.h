@@ -55,6 +55,7 @@ typedef struct {
     eq_dtype dtype;
     eq_layout layout;
     eq_algo algo;             /* how the simulated collectives order and round */
+    eq_nccl_config nccl;      /* ring: NCCL's channels and protocol (zero: the default) */
     uint64_t seed;
     const eq_backend *backend;
     const eq_transport *transport;

@@ -39,14 +39,14 @@ static eq_algo group_algo(const eq_step *step)
 eq_group eq_step_tp_group(const eq_step *step)
 {
     if (step->world != NULL) return eq_world_tp_group(step->world, group_algo(step));
-    eq_group g = {step->transport, group_algo(step), step->layout.tp, 0, step->layout.tp, NULL};
+    eq_group g = {step->transport, group_algo(step), step->layout.tp, 0, step->layout.tp, NULL, step->nccl};
     return g;
 }
 
 eq_group eq_step_dp_group(const eq_step *step)
 {
     if (step->world != NULL) return eq_world_dp_group(step->world, group_algo(step));
-    eq_group g = {step->transport, group_algo(step), step->layout.dp, 0, step->layout.dp, NULL};
+    eq_group g = {step->transport, group_algo(step), step->layout.dp, 0, step->layout.dp, NULL, step->nccl};
     return g;
 }
 

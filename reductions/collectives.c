@@ -39,6 +39,6 @@ const char *eq_redop_name(eq_redop op)
 
 eq_group eq_group_sim(int size, eq_algo algo)
 {
-    eq_group g = {&eq_transport_sim, algo, size, 0, size, NULL};
+    eq_group g = {&eq_transport_sim, algo, size, 0, size, NULL, EQ_NCCL_CONFIG_DEFAULT};
     return g;
 }

@@ -16,6 +16,7 @@
 #include "harness/phase_time.h"
 #include "harness/status.h"
 #include "harness/tensor.h"
+#include "reductions/nccl_layout.h"
 
 typedef enum {
     EQ_ALGO_RING = 0,    /* NCCL ring: chunk c folds from ring index c+1 round to c */
@@ -63,6 +64,8 @@ struct eq_group {
     int n_local;     /* members living in this process; sim: size */
     void *comm;      /* the transport's handle of this group (mpi: an MPI_Comm *; nccl: its
                       * communicator); sim: NULL */
+    eq_nccl_config nccl; /* ring: the channels and protocol NCCL's all-reduce would use, which place
+                          * each element in its chunk (sim only; zero: the default) */
 };
 
 /* The simulated transport: every member in this process, algorithm-exact. */

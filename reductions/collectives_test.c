@@ -139,13 +139,14 @@ done:
     free(bc.data);
 }
 
-/* The ring chunk of element i of `count` split over n members: the first count % n chunks are
- * one element longer. */
-static int ring_chunk_of(size_t i, size_t count, int n)
+/* The ring chunk of element i of `count` elements of `dt` over n members: where NCCL's all-reduce
+ * puts it at the default channels and protocol (reductions/nccl_layout.h; nccl_layout_test checks
+ * that placement by hand). */
+static int ring_chunk_of(size_t i, size_t count, int n, eq_dtype dt)
 {
-    size_t base = count / (size_t)n, longer = count % (size_t)n;
-    if (i < longer * (base + 1)) return (int)(i / (base + 1));
-    return (int)(longer + (i - longer * (base + 1)) / base);
+    eq_nccl_piece piece;
+    eq_nccl_ring_piece(EQ_NCCL_CONFIG_DEFAULT, eq_dtype_size(dt), n, count, i, &piece);
+    return piece.chunk;
 }
 
 /* AVG of mixed_value(., i) over n members added in order[0], order[1], ..., written plainly in the
@@ -196,7 +197,7 @@ static void test_avg_inexact(eq_algo algo, eq_dtype dt, int n)
     int bad_order = 0, bad_bound = 0;
     for (size_t i = 0; i < COUNT; i++) {
         double got = get(dt, ar.bufs[0], i), exact = 0.0, magnitude = 0.0;
-        int order[MAX_N], chunk = ring_chunk_of(i, COUNT, n);
+        int order[MAX_N], chunk = ring_chunk_of(i, COUNT, n, dt);
         for (int k = 0; k < n; k++) order[k] = algo == EQ_ALGO_RING ? (chunk + 1 + k) % n : k;
         if (algo == EQ_ALGO_SEQ || algo == EQ_ALGO_RING) bad_order += got != plain_avg(dt, n, order, i);
         for (int r = 0; r < n; r++) {
@@ -214,21 +215,24 @@ static void test_avg_inexact(eq_algo algo, eq_dtype dt, int n)
     free(ar.data);
 }
 
-/* reduce_scatter's out[i] is chunk i of all_reduce over the same data, bit for bit. */
+/* reduce_scatter's out[i] is chunk i of all_reduce over the same data, bit for bit, where NCCL's
+ * all-reduce chunks are the reduce_scatter's blocks: SCATTER_PER elements per member are 16 bytes
+ * or more in every dtype, so runRing's chunkCount = alignUp(SCATTER_PER, 16 / size) = SCATTER_PER. */
+#define SCATTER_PER 8
 static void test_scatter_matches_all_reduce(eq_algo algo, eq_dtype dt, int n, eq_redop op)
 {
     members ar = {0}, rs_in = {0}, rs_out = {0};
-    size_t size = eq_dtype_size(dt), count = (size_t)n * PER;
+    size_t size = eq_dtype_size(dt), count = (size_t)n * SCATTER_PER;
     if (!members_init(&ar, n, count, dt, mixed_value) || !members_init(&rs_in, n, count, dt, mixed_value) ||
-        !members_init(&rs_out, n, PER, dt, NULL)) {
+        !members_init(&rs_out, n, SCATTER_PER, dt, NULL)) {
         EQ_EXPECT(0, "no memory");
         goto done;
     }
     eq_group g = eq_group_sim(n, algo);
     EQ_EXPECT_OK(eq_all_reduce(&g, ar.bufs, count, dt, op));
-    EQ_EXPECT_OK(eq_reduce_scatter(&g, (const void *const *)rs_in.bufs, rs_out.bufs, PER, dt, op));
+    EQ_EXPECT_OK(eq_reduce_scatter(&g, (const void *const *)rs_in.bufs, rs_out.bufs, SCATTER_PER, dt, op));
     for (int r = 0; r < n; r++)
-        EQ_EXPECT(memcmp(rs_out.bufs[r], (char *)ar.bufs[r] + (size_t)r * PER * size, PER * size) == 0,
+        EQ_EXPECT(memcmp(rs_out.bufs[r], (char *)ar.bufs[r] + (size_t)r * SCATTER_PER * size, SCATTER_PER * size) == 0,
                   "%s %s %s n=%d: member %d's chunk differs", eq_algo_name(algo), eq_dtype_name(dt), eq_redop_name(op),
                   n, r);
 done:

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "harness/bf16.h"
+#include "reductions/nccl_layout.h"
 
 #define FOLD_BLOCK 512 /* elements per block: n rows of this many doubles stay in cache */
 
@@ -197,18 +198,32 @@ static eq_status alloc_rows(int n, double **rows)
 eq_status eq_fold(eq_algo algo, eq_dtype dt, eq_redop op, int n, const void *const in[], void *out,
                   size_t count)
 {
+    return eq_fold_nccl(EQ_NCCL_CONFIG_DEFAULT, algo, dt, op, n, in, out, count);
+}
+
+eq_status eq_fold_nccl(eq_nccl_config nccl, eq_algo algo, eq_dtype dt, eq_redop op, int n, const void *const in[],
+                       void *out, size_t count)
+{
     eq_status st = EQ_OK;
     double *rows = NULL;
     EQ_TRY(check_args(algo, dt, op, n));
+    if (nccl.channels < 0 || nccl.channels > EQ_NCCL_MAX_CHANNELS || (int)nccl.proto < 0 ||
+        (int)nccl.proto >= EQ_NCCL_PROTO_COUNT)
+        return EQ_FAIL(EQ_ERR_INTERNAL, "fold: %d NCCL channels, protocol %d", nccl.channels, (int)nccl.proto);
     if (n == 1) { /* one member: the input unchanged, for SUM and AVG alike */
         if (out != in[0]) memcpy(out, in[0], count * eq_dtype_size(dt));
         return EQ_OK;
     }
     EQ_TRY(alloc_rows(n, &rows));
-    for (int chunk = 0; chunk < n; chunk++) {
-        size_t begin, len;
-        eq_fold_chunk_bounds(count, n, chunk, &begin, &len);
-        fold_range(algo, dt, op, n, in, (char *)out + begin * eq_dtype_size(dt), begin, len, chunk, rows);
+    if (algo != EQ_ALGO_RING) { /* only ring's order depends on where an element travels */
+        fold_range(algo, dt, op, n, in, out, 0, count, 0, rows);
+        goto cleanup;
+    }
+    eq_nccl_piece piece = {0};
+    for (size_t at = 0; at < count; at += piece.len) { /* NCCL's channels, loops and chunks */
+        eq_nccl_ring_piece(nccl, eq_dtype_size(dt), n, count, at, &piece);
+        fold_range(algo, dt, op, n, in, (char *)out + piece.begin * eq_dtype_size(dt), piece.begin, piece.len,
+                   piece.chunk, rows);
     }
 cleanup:
     free(rows);

@@ -38,8 +38,37 @@ static double avg_scale(eq_dtype dt, int n)
     return inverse;
 }
 
+/* Launches the fold of [0, count) in pieces of one ring chunk each: where NCCL's all-reduce puts
+ * them (`nccl`), or the n rank blocks of a reduce_scatter (nccl NULL). Other algorithms: one piece. */
+static cudaError_t launch_pieces(eq_algo algo, eq_dtype dt, eq_redop op, int n, size_t count,
+                                 const eq_nccl_config *nccl)
+{
+    cudaError_t err = cudaSuccess;
+    const double scale = avg_scale(dt, n);
+    if (algo != EQ_ALGO_RING)
+        return eq_fold_cuda_launch((int)algo, (int)dt, (int)op, n, fold_dev.rows.ptr, count, 0, count, 0,
+                                   fold_dev.out.ptr, scale, eq_cuda_stream());
+    if (nccl == NULL) {
+        for (int c = 0; c < n && err == cudaSuccess; c++) {
+            size_t begin, len;
+            eq_fold_chunk_bounds(count, n, c, &begin, &len);
+            err = eq_fold_cuda_launch((int)algo, (int)dt, (int)op, n, fold_dev.rows.ptr, count, begin, len, c,
+                                      fold_dev.out.ptr, scale, eq_cuda_stream());
+        }
+        return err;
+    }
+    eq_nccl_piece piece = {0};
+    for (size_t at = 0; at < count && err == cudaSuccess; at += piece.len) {
+        eq_nccl_ring_piece(*nccl, eq_dtype_size(dt), n, count, at, &piece);
+        err = eq_fold_cuda_launch((int)algo, (int)dt, (int)op, n, fold_dev.rows.ptr, count, piece.begin, piece.len,
+                                  piece.chunk, fold_dev.out.ptr, scale, eq_cuda_stream());
+    }
+    return err;
+}
+
 /* Uploads the members, folds into fold_dev.out (device), leaves the result there. */
-static eq_status fold_on_device(eq_algo algo, eq_dtype dt, eq_redop op, int n, const void *const in[], size_t count)
+static eq_status fold_on_device(eq_algo algo, eq_dtype dt, eq_redop op, int n, const void *const in[], size_t count,
+                                const eq_nccl_config *nccl)
 {
     eq_status st = EQ_OK;
     const size_t elem = eq_dtype_size(dt), bytes = count * elem;
@@ -62,19 +91,21 @@ static eq_status fold_on_device(eq_algo algo, eq_dtype dt, eq_redop op, int n, c
         EQ_CUDA_TRY(cudaMemcpyAsync(fold_dev.out.ptr, fold_dev.rows.ptr, bytes, cudaMemcpyDeviceToDevice,
                                     eq_cuda_stream()));
     } else {
-        EQ_CUDA_TRY(eq_fold_cuda_launch((int)algo, (int)dt, (int)op, n, fold_dev.rows.ptr, count, fold_dev.out.ptr,
-                                        avg_scale(dt, n), eq_cuda_stream()));
+        EQ_CUDA_TRY(launch_pieces(algo, dt, op, n, count, nccl));
     }
     EQ_TRY(eq_cuda_sync("the device fold"));
 cleanup:
     return st;
 }
 
-static eq_status fold_locked(eq_algo algo, eq_dtype dt, eq_redop op, int n, const void *const in[], void *out,
-                             size_t count)
+static eq_status fold_locked(eq_nccl_config nccl, eq_algo algo, eq_dtype dt, eq_redop op, int n,
+                             const void *const in[], void *out, size_t count)
 {
     eq_status st = EQ_OK;
-    EQ_TRY(fold_on_device(algo, dt, op, n, in, count));
+    if (nccl.channels < 0 || nccl.channels > EQ_NCCL_MAX_CHANNELS || (int)nccl.proto < 0 ||
+        (int)nccl.proto >= EQ_NCCL_PROTO_COUNT)
+        return EQ_FAIL(EQ_ERR_INTERNAL, "device fold: %d NCCL channels, protocol %d", nccl.channels, (int)nccl.proto);
+    EQ_TRY(fold_on_device(algo, dt, op, n, in, count, &nccl));
     EQ_TRY(eq_cuda_download_rows(out, fold_dev.out.ptr, count * eq_dtype_size(dt), 1, count * eq_dtype_size(dt)));
 cleanup:
     return st;
@@ -83,8 +114,14 @@ cleanup:
 eq_status eq_fold_cuda(eq_algo algo, eq_dtype dt, eq_redop op, int n, const void *const in[], void *out,
                        size_t count)
 {
+    return eq_fold_cuda_nccl(EQ_NCCL_CONFIG_DEFAULT, algo, dt, op, n, in, out, count);
+}
+
+eq_status eq_fold_cuda_nccl(eq_nccl_config nccl, eq_algo algo, eq_dtype dt, eq_redop op, int n,
+                            const void *const in[], void *out, size_t count)
+{
     pthread_mutex_lock(&fold_lock);
-    eq_status st = fold_locked(algo, dt, op, n, in, out, count);
+    eq_status st = fold_locked(nccl, algo, dt, op, n, in, out, count);
     pthread_mutex_unlock(&fold_lock);
     return st;
 }
@@ -101,14 +138,13 @@ static eq_status cuda_all_reduce(const eq_group *g, void *const bufs[], size_t c
 {
     eq_status st = EQ_OK;
     EQ_TRY(check_group(g, "all_reduce"));
-    EQ_TRY(eq_fold_cuda(g->algo, dt, op, g->size, (const void *const *)bufs, bufs[0], count));
+    EQ_TRY(eq_fold_cuda_nccl(g->nccl, g->algo, dt, op, g->size, (const void *const *)bufs, bufs[0], count));
     for (int m = 1; m < g->size; m++) memcpy(bufs[m], bufs[0], count * eq_dtype_size(dt));
 cleanup:
     return st;
 }
 
-/* Member m gets ring chunk m of the fold of the full buffers: each element is folded in the order
- * of its chunk (fold.h), so folding the whole buffer and handing out chunks is what
+/* Member m gets block m of the fold of the full buffers, each block folded as ring chunk m: what
  * eq_fold_one_chunk gives each member. */
 static eq_status cuda_reduce_scatter(const eq_group *g, const void *const in[], void *const out[],
                                      size_t count_per_member, eq_dtype dt, eq_redop op)
@@ -117,7 +153,7 @@ static eq_status cuda_reduce_scatter(const eq_group *g, const void *const in[], 
     const size_t chunk_bytes = count_per_member * eq_dtype_size(dt);
     EQ_TRY(check_group(g, "reduce_scatter"));
     pthread_mutex_lock(&fold_lock);
-    st = fold_on_device(g->algo, dt, op, g->size, in, (size_t)g->size * count_per_member);
+    st = fold_on_device(g->algo, dt, op, g->size, in, (size_t)g->size * count_per_member, NULL);
     for (int m = 0; m < g->size && st == EQ_OK; m++)
         st = eq_cuda_download_rows(out[m], (const char *)fold_dev.out.ptr + (size_t)m * chunk_bytes, chunk_bytes, 1,
                                    chunk_bytes);

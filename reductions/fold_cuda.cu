@@ -64,25 +64,20 @@ struct WireF64 {
     __device__ static V from_acc(A a) { return a; }
 };
 
-// The ring chunk of element e (reductions/fold.h: the first count % n chunks are one longer).
-__device__ __forceinline__ int chunk_of(size_t e, size_t count, int n)
-{
-    size_t base = count / (size_t)n, longer = count % (size_t)n, boundary = longer * (base + 1);
-    if (e < boundary) return (int)(e / (base + 1));
-    return (int)(longer + (e - boundary) / base);
-}
-
+// Elements [begin, begin + len) of rows (n rows of `count`), all in ring chunk `chunk` (the host
+// walks the pieces of reductions/nccl_layout.h, or the rank blocks of a reduce_scatter).
 template <class W>
-__global__ void fold_kernel(int algo, int op, int n, typename W::S *rows, size_t count, typename W::S *out,
-                            typename W::V scale)
+__global__ void fold_kernel(int algo, int op, int n, typename W::S *rows, size_t count, size_t begin, size_t len,
+                            int chunk, typename W::S *out, typename W::V scale)
 {
     typedef typename W::V V;
-    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += (size_t)gridDim.x * blockDim.x) {
+    for (size_t e = begin + (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < begin + len;
+         e += (size_t)gridDim.x * blockDim.x) {
         // Member k's input as the fold sees it: AVG pre-multiplied (FuncPreMulSum), rounded to dt.
 #define MEMBER(k) (op == OP_AVG ? W::mul(W::load(rows[(size_t)(k) * count + e]), scale) : W::load(rows[(size_t)(k) * count + e]))
         switch (algo) {
         case ALGO_RING: { // chunk c starts at member c+1, member c adds last (fold.c, runRing)
-            int c = chunk_of(e, count, n), first = (c + 1) % n;
+            int c = chunk, first = (c + 1) % n;
             V acc = MEMBER(first);
             for (int step = 2; step <= n; step++) acc = W::add(acc, MEMBER((c + step) % n));
             out[e] = W::store(acc);
@@ -117,25 +112,26 @@ __global__ void fold_kernel(int algo, int op, int n, typename W::S *rows, size_t
 }
 
 template <class W>
-cudaError_t launch(int algo, int op, int n, void *rows, size_t count, void *out, double scale, cudaStream_t stream)
+cudaError_t launch(int algo, int op, int n, void *rows, size_t count, size_t begin, size_t len, int chunk, void *out,
+                   double scale, cudaStream_t stream)
 {
     const int threads = 256;
-    size_t blocks = (count + threads - 1) / threads;
+    size_t blocks = (len + threads - 1) / threads;
     if (blocks > 65535) blocks = 65535; // the grid-stride loop covers the rest
     if (blocks == 0) return cudaSuccess;
-    fold_kernel<W><<<(unsigned)blocks, threads, 0, stream>>>(algo, op, n, (typename W::S *)rows, count,
-                                                              (typename W::S *)out, (typename W::V)scale);
+    fold_kernel<W><<<(unsigned)blocks, threads, 0, stream>>>(algo, op, n, (typename W::S *)rows, count, begin, len,
+                                                              chunk, (typename W::S *)out, (typename W::V)scale);
     return cudaGetLastError();
 }
 
 } // namespace
 
-extern "C" cudaError_t eq_fold_cuda_launch(int algo, int dt, int op, int n, void *rows, size_t count, void *out,
-                                           double avg_scale, cudaStream_t stream)
+extern "C" cudaError_t eq_fold_cuda_launch(int algo, int dt, int op, int n, void *rows, size_t count, size_t begin,
+                                           size_t len, int chunk, void *out, double avg_scale, cudaStream_t stream)
 {
     switch (dt) {
-    case DT_BF16: return launch<WireBf16>(algo, op, n, rows, count, out, avg_scale, stream);
-    case DT_FP32: return launch<WireF32>(algo, op, n, rows, count, out, avg_scale, stream);
-    default: return launch<WireF64>(algo, op, n, rows, count, out, avg_scale, stream);
+    case DT_BF16: return launch<WireBf16>(algo, op, n, rows, count, begin, len, chunk, out, avg_scale, stream);
+    case DT_FP32: return launch<WireF32>(algo, op, n, rows, count, begin, len, chunk, out, avg_scale, stream);
+    default: return launch<WireF64>(algo, op, n, rows, count, begin, len, chunk, out, avg_scale, stream);
     }
 }

@@ -20,6 +20,9 @@
  * (EQ_ERR_BACKEND "no CUDA device" without one). */
 eq_status eq_fold_cuda(eq_algo algo, eq_dtype dt, eq_redop op, int n, const void *const in[], void *out,
                        size_t count);
+/* eq_fold_nccl on the device: ring places elements with `nccl`'s channels and protocol. */
+eq_status eq_fold_cuda_nccl(eq_nccl_config nccl, eq_algo algo, eq_dtype dt, eq_redop op, int n,
+                            const void *const in[], void *out, size_t count);
 
 /* The sim transport with its reductions on the device; all_gather and broadcast are copies and
  * stay the CPU sim's. Its name, "sim-cuda", is what dumps record as their transport. */

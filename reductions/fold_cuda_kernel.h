@@ -13,12 +13,13 @@ extern "C" {
 #endif
 
 /* out[e] (count elements, device) = the fold over members k of rows[k * count + e] (device, n rows
- * of `count` elements in wire dtype `dt`), in the order and rounding of `algo`, as
- * reductions/fold.c does it; op AVG pre-multiplies every input by `avg_scale` (dt(1/n)), rounded to
- * dt. The tree algorithm works in place on `rows`. Queued on `stream`; errors of the launch are
- * returned, errors of the run surface at the next synchronisation. */
-cudaError_t eq_fold_cuda_launch(int algo, int dt, int op, int n, void *rows, size_t count, void *out,
-                                double avg_scale, cudaStream_t stream);
+ * of `count` elements in wire dtype `dt`), for e in [begin, begin + len), all of them in ring chunk
+ * `chunk`, in the order and rounding of `algo`, as reductions/fold.c does it; op AVG pre-multiplies
+ * every input by `avg_scale` (dt(1/n)), rounded to dt. The tree algorithm works in place on `rows`.
+ * Queued on `stream`; errors of the launch are returned, errors of the run surface at the next
+ * synchronisation. */
+cudaError_t eq_fold_cuda_launch(int algo, int dt, int op, int n, void *rows, size_t count, size_t begin, size_t len,
+                                int chunk, void *out, double avg_scale, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

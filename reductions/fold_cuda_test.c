@@ -83,6 +83,14 @@ static void check_fold(eq_algo algo, eq_dtype dt, eq_redop op, int n, size_t cou
     size_t differ = bits_differ(dt, host.data, device.data, count);
     EQ_EXPECT(differ == 0, "%s %s %s n=%d count=%zu: %zu of %zu elements differ from the host fold", eq_algo_name(algo),
               eq_dtype_name(dt), eq_redop_name(op), n, count, differ, count);
+    if (algo == EQ_ALGO_RING) { /* another placement (reductions/nccl_layout.h): the same on both */
+        const eq_nccl_config ll = {3, EQ_NCCL_LL};
+        EQ_EXPECT_OK(eq_fold_nccl(ll, algo, dt, op, n, (const void *const *)in, host.data, count));
+        EQ_EXPECT_OK(eq_fold_cuda_nccl(ll, algo, dt, op, n, (const void *const *)in, device.data, count));
+        differ = bits_differ(dt, host.data, device.data, count);
+        EQ_EXPECT(differ == 0, "ring, 3 channels, LL, %s %s n=%d count=%zu: %zu elements differ from the host fold",
+                  eq_dtype_name(dt), eq_redop_name(op), n, count, differ);
+    }
     for (int k = 0; k < n; k++) eq_tensor_free(&t[k]);
     eq_tensor_free(&host), eq_tensor_free(&device);
 }

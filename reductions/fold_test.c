@@ -80,7 +80,8 @@ static void test_chunk_bounds(void)
     EQ_EXPECT(begin == 2 && len == 0, "chunk 3 of 2 elements: [%zu, +%zu)", begin, len);
 }
 
-/* Members x = {1, 2^-8, 2^-8, -1} in every element, bf16, count 4: chunk c is element c. bf16
+/* Members x = {1, 2^-8, 2^-8, -1} in every element, bf16, count 4, chunk c = element c (the rank
+ * blocks of eq_fold_one_chunk; eq_fold's ring would put all four in chunk 0, 16 bytes). bf16
  * holds 8 significant bits, so above 1 the spacing is 2^-7 and 1 + 2^-8 is a tie.
  *   seq (0,1,2,3):        1 + 2^-8 -> 1 (tie, to even); 1 + 2^-8 -> 1; 1 - 1 = 0.
  *   ring chunk 0 (1,2,3,0): 2^-8 + 2^-8 = 2^-7; 2^-7 - 1 = -0.9921875 (exact); + 1 = 2^-7.
@@ -108,7 +109,8 @@ static void test_hand_example(void)
     for (int a = 0; a < EQ_ALGO_COUNT; a++) {
         for (int op = EQ_REDOP_SUM; op <= EQ_REDOP_AVG; op++) {
             float scale = op == EQ_REDOP_AVG ? 0.25f : 1.0f;
-            EQ_EXPECT_OK(eq_fold((eq_algo)a, EQ_BF16, (eq_redop)op, 4, in, out, 4));
+            for (int e = 0; e < 4; e++)
+                EQ_EXPECT_OK(eq_fold_one_chunk((eq_algo)a, EQ_BF16, (eq_redop)op, 4, in, &out[e], 4, e));
             for (int e = 0; e < 4; e++)
                 EQ_EXPECT(eq_bf16_to_f32(out[e]) == want_sum[a][e] * scale, "%s %s element %d: %g, want %g",
                           eq_algo_name((eq_algo)a), eq_redop_name((eq_redop)op), e,
@@ -117,27 +119,32 @@ static void test_hand_example(void)
     }
 }
 
-/* Ring chunk c must start at member c+1 and end at member c. For element e (chunk e, count = n)
- * member e+1 holds H = 2^60, member e-1 holds -H, every other member m holds 1 + m/16. Added in
+/* Ring chunk c must start at member c+1 and end at member c. count = 8n: every chunk is 8
+ * elements (runRing: alignUp(8, 16 / size) = 8 in every dtype), so element i is in chunk c = i / 8.
+ * Member c+1 holds H = 2^60, member c-1 holds -H, every other member m holds 1 + m/16. Added in
  * ring order, H absorbs everything in between (1.9375 is under half an ulp of 2^60 in every
- * dtype), -H cancels it, and the last add leaves exactly member e's own value. */
+ * dtype), -H cancels it, and the last add leaves exactly member c's own value. */
 static void test_ring_ends_at_member_c(void)
 {
+    enum { PER_CHUNK = 8 };
     for (int dt = 0; dt < EQ_DTYPE_COUNT; dt++) {
         for (int n = 3; n <= MAX_N; n++) {
-            double bufs[MAX_N][MAX_N], out[MAX_N]; /* fp64 is the widest: room for every dtype */
+            double bufs[MAX_N][MAX_N * PER_CHUNK], out[MAX_N * PER_CHUNK]; /* fp64 is the widest */
             const void *in[MAX_N];
+            const size_t count = (size_t)n * PER_CHUNK;
             for (int m = 0; m < n; m++) {
                 in[m] = bufs[m];
-                for (int e = 0; e < n; e++) {
-                    double v = m == (e + 1) % n ? 0x1p60 : m == (e + n - 1) % n ? -0x1p60 : 1.0 + m / 16.0;
-                    set((eq_dtype)dt, bufs[m], (size_t)e, v);
+                for (size_t i = 0; i < count; i++) {
+                    int c = (int)(i / PER_CHUNK);
+                    double v = m == (c + 1) % n ? 0x1p60 : m == (c + n - 1) % n ? -0x1p60 : 1.0 + m / 16.0;
+                    set((eq_dtype)dt, bufs[m], i, v);
                 }
             }
-            EQ_EXPECT_OK(eq_fold(EQ_ALGO_RING, (eq_dtype)dt, EQ_REDOP_SUM, n, in, out, (size_t)n));
-            for (int e = 0; e < n; e++)
-                EQ_EXPECT(get((eq_dtype)dt, out, (size_t)e) == 1.0 + e / 16.0, "%s n=%d chunk %d ended with %g",
-                          eq_dtype_name((eq_dtype)dt), n, e, get((eq_dtype)dt, out, (size_t)e));
+            EQ_EXPECT_OK(eq_fold(EQ_ALGO_RING, (eq_dtype)dt, EQ_REDOP_SUM, n, in, out, count));
+            for (size_t i = 0; i < count; i++)
+                EQ_EXPECT(get((eq_dtype)dt, out, i) == 1.0 + (double)(i / PER_CHUNK) / 16.0,
+                          "%s n=%d element %zu (chunk %zu) ended with %g", eq_dtype_name((eq_dtype)dt), n, i,
+                          i / PER_CHUNK, get((eq_dtype)dt, out, i));
         }
     }
 }
@@ -160,16 +167,14 @@ static void check_fold(eq_algo algo, eq_dtype dt, eq_redop op, int n, const void
     size_t size = eq_dtype_size(dt);
     int bad = 0, outside_bound = 0;
     EQ_EXPECT_OK(eq_fold(algo, dt, op, n, in, out, count));
-    for (int c = 0; c < n; c++) {
-        size_t begin, len;
-        eq_fold_chunk_bounds(count, n, c, &begin, &len);
-        for (size_t i = begin; i < begin + len; i++) {
-            double x[MAX_N], exact = 0.0, magnitude = 0.0, got = get(dt, out, i);
-            for (int m = 0; m < n; m++) x[m] = get(dt, in[m], i);
-            bad += got != reference(algo, dt, op, x, n, c);
-            for (int m = 0; m < n; m++) exact += x[m] / n, magnitude += fabs(x[m]);
-            if (op == EQ_REDOP_AVG) outside_bound += fabs(got - exact) > n * eq_dtype_unit_roundoff(dt) * magnitude;
-        }
+    for (size_t i = 0; i < count; i++) { /* ring: the chunk NCCL puts element i in (nccl_layout_test) */
+        eq_nccl_piece piece;
+        eq_nccl_ring_piece(EQ_NCCL_CONFIG_DEFAULT, size, n, count, i, &piece);
+        double x[MAX_N], exact = 0.0, magnitude = 0.0, got = get(dt, out, i);
+        for (int m = 0; m < n; m++) x[m] = get(dt, in[m], i);
+        bad += got != reference(algo, dt, op, x, n, piece.chunk);
+        for (int m = 0; m < n; m++) exact += x[m] / n, magnitude += fabs(x[m]);
+        if (op == EQ_REDOP_AVG) outside_bound += fabs(got - exact) > n * eq_dtype_unit_roundoff(dt) * magnitude;
     }
     EQ_EXPECT(bad == 0, "%s %s %s n=%d: %d elements differ from the reference", eq_algo_name(algo),
               eq_dtype_name(dt), eq_redop_name(op), n, bad);
@@ -221,10 +226,11 @@ static void test_against_reference(void)
     free(saved);
 }
 
-/* eq_fold_one_chunk gives exactly chunk c of eq_fold. */
+/* eq_fold_one_chunk gives exactly chunk c of eq_fold where the reduce_scatter's split is NCCL's
+ * all-reduce split: at 1 channel, a count that divides by N * 4 (fp32: 16-byte aligned chunks). */
 static void test_one_chunk(void)
 {
-    enum { N = 5, COUNT = 23 };
+    enum { N = 5, COUNT = 40 };
     float bufs[N][COUNT], whole[COUNT], part[COUNT];
     const void *in[N];
     uint64_t state = 7u;

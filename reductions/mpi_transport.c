@@ -5,7 +5,9 @@
  *     fold_block): reduce-scatter in n-1 steps, where at step s rank r sends its partial of chunk
  *     r-1-s to rank r+1 and adds its own part to chunk r-2-s received from rank r-1; chunk c thus
  *     starts at rank c+1 and rank c adds last. all_reduce then passes each finished chunk round the
- *     ring (all-gather, n-1 steps). Chunks as eq_fold_chunk_bounds.
+ *     ring (all-gather, n-1 steps). all_reduce does this on each loop of each channel of NCCL's
+ *     placement (reductions/nccl_layout.h, the default channels and protocol), with its chunks;
+ *     reduce_scatter on the members' blocks (eq_fold_chunk_bounds).
  * seq     a chain: rank 0 sends its input to rank 1, rank k adds its own and sends on; rank n-1
  *         holds the result.
  * fp32acc the same chain with the partial in fp32 (fp64 stays fp64) and one rounding to the wire
@@ -154,16 +156,31 @@ static eq_status recv_from(const mpi_group *m, void *buf, size_t n, int from, in
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
+/* Chunk c of `count` elements over n ranks: chunks of chunk_count (runRing's loop, the last ones
+ * shorter or empty), or with chunk_count 0 the members' blocks of eq_fold_chunk_bounds. */
+static void ring_chunk(size_t count, int n, size_t chunk_count, int c, size_t *begin, size_t *len)
+{
+    if (chunk_count == 0) {
+        eq_fold_chunk_bounds(count, n, c, begin, len);
+        return;
+    }
+    size_t first = (size_t)c * chunk_count;
+    *begin = first < count ? first : count;
+    *len = first < count ? (count - first < chunk_count ? count - first : chunk_count) : 0;
+}
+
 /* The ring's reduce-scatter phase on buf (count elements, this rank's input, pre-multiplied for
- * AVG): afterwards chunk `rank` of buf holds the reduction of that chunk. tmp holds a chunk. */
-static eq_status ring_reduce_scatter(const mpi_group *m, void *buf, void *tmp, size_t count, eq_dtype dt)
+ * AVG; chunks as ring_chunk): afterwards chunk `rank` of buf holds the reduction of that chunk.
+ * tmp holds a chunk. */
+static eq_status ring_reduce_scatter(const mpi_group *m, void *buf, void *tmp, size_t count, size_t chunk_count,
+                                     eq_dtype dt)
 {
     eq_status st = EQ_OK;
     const int n = m->size, next = mod(m->rank + 1, n), prev = mod(m->rank - 1, n);
     for (int s = 0; s < n - 1 && st == EQ_OK; s++) {
         size_t send_begin, send_len, recv_begin, recv_len;
-        eq_fold_chunk_bounds(count, n, mod(m->rank - 1 - s, n), &send_begin, &send_len);
-        eq_fold_chunk_bounds(count, n, mod(m->rank - 2 - s, n), &recv_begin, &recv_len);
+        ring_chunk(count, n, chunk_count, mod(m->rank - 1 - s, n), &send_begin, &send_len);
+        ring_chunk(count, n, chunk_count, mod(m->rank - 2 - s, n), &recv_begin, &recv_len);
         st = send_recv(m, element(buf, send_begin, dt), send_len, next, tmp, recv_len, prev, TAG_RING, dt);
         /* the partial so far plus this rank's own part: fold's add_rows(acc = partial, x = own) */
         if (st == EQ_OK) {
@@ -175,14 +192,14 @@ static eq_status ring_reduce_scatter(const mpi_group *m, void *buf, void *tmp, s
 }
 
 /* The ring's all-gather phase: each rank's finished chunk passed round to every other rank. */
-static eq_status ring_all_gather(const mpi_group *m, void *buf, size_t count, eq_dtype dt)
+static eq_status ring_all_gather(const mpi_group *m, void *buf, size_t count, size_t chunk_count, eq_dtype dt)
 {
     eq_status st = EQ_OK;
     const int n = m->size, next = mod(m->rank + 1, n), prev = mod(m->rank - 1, n);
     for (int s = 0; s < n - 1 && st == EQ_OK; s++) {
         size_t send_begin, send_len, recv_begin, recv_len;
-        eq_fold_chunk_bounds(count, n, mod(m->rank - s, n), &send_begin, &send_len);
-        eq_fold_chunk_bounds(count, n, mod(m->rank - 1 - s, n), &recv_begin, &recv_len);
+        ring_chunk(count, n, chunk_count, mod(m->rank - s, n), &send_begin, &send_len);
+        ring_chunk(count, n, chunk_count, mod(m->rank - 1 - s, n), &recv_begin, &recv_len);
         st = send_recv(m, element(buf, send_begin, dt), send_len, next, element(buf, recv_begin, dt), recv_len, prev,
                        TAG_RING, dt);
     }
@@ -276,13 +293,19 @@ static eq_status mpi_all_reduce(const eq_group *g, void *const bufs[], size_t co
         EQ_TRY(EQ_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bufs[0], (int)count, mpi_type(dt), mpi_sum(dt), m.comm),
                             call_name(&m, "MPI_Allreduce")));
     } else if (g->algo == EQ_ALGO_RING) {
-        tmp = malloc((count / (size_t)m.size + 1) * eq_dtype_size(dt));
-        if (tmp == NULL) {
-            st = EQ_FAIL(EQ_ERR_NOMEM, "rank %d: mpi all_reduce: no memory for a chunk", world_rank());
-            goto cleanup;
+        eq_nccl_loop loop = {0};
+        for (size_t at = 0; at < count; at += loop.len) { /* each loop of each channel, as NCCL's runRing */
+            eq_nccl_ring_loop(g->nccl, eq_dtype_size(dt), m.size, count, at, &loop);
+            free(tmp);
+            tmp = malloc(loop.chunk_count * eq_dtype_size(dt) + 1);
+            if (tmp == NULL) {
+                st = EQ_FAIL(EQ_ERR_NOMEM, "rank %d: mpi all_reduce: no memory for a chunk", world_rank());
+                goto cleanup;
+            }
+            void *part = element(bufs[0], loop.begin, dt);
+            EQ_TRY(ring_reduce_scatter(&m, part, tmp, loop.len, loop.chunk_count, dt));
+            EQ_TRY(ring_all_gather(&m, part, loop.len, loop.chunk_count, dt));
         }
-        EQ_TRY(ring_reduce_scatter(&m, bufs[0], tmp, count, dt));
-        EQ_TRY(ring_all_gather(&m, bufs[0], count, dt));
     } else {
         int root = 0;
         EQ_TRY(reduce_to_root(&m, g->algo, bufs[0], count, dt, &root));
@@ -318,7 +341,7 @@ static eq_status mpi_reduce_scatter(const eq_group *g, const void *const in[], v
                             call_name(&m, "MPI_Reduce_scatter_block")));
     } else if (g->algo == EQ_ALGO_RING) {
         /* with count = size * count_per_member, ring chunk r is exactly member r's part */
-        EQ_TRY(ring_reduce_scatter(&m, work, tmp, count, dt));
+        EQ_TRY(ring_reduce_scatter(&m, work, tmp, count, 0, dt));
         memcpy(out[0], element(work, (size_t)m.rank * count_per_member, dt), chunk_bytes);
     } else {
         int root = 0;

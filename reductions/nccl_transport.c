@@ -243,7 +243,7 @@ cleanup:
 eq_group eq_nccl_group(const eq_nccl_world *w, eq_nccl_axis axis)
 {
     const axis_comm *c = &w->axes[axis];
-    eq_group g = {&eq_transport_nccl, w->algo, c->size, c->rank, 1, (void *)c};
+    eq_group g = {&eq_transport_nccl, w->algo, c->size, c->rank, 1, (void *)c, EQ_NCCL_CONFIG_DEFAULT};
     return g;
 }
 

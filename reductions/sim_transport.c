@@ -2,7 +2,8 @@
  * is computed exactly as the group's algorithm orders and rounds it (reductions/fold.h).
  *
  * all_reduce     fold all members into bufs[0] (fold reads every element before writing it, so
- *                in place is safe), then copy bufs[0] to every other member.
+ *                in place is safe), ring chunks placed as NCCL places them with g->nccl, then
+ *                copy bufs[0] to every other member.
  * reduce_scatter member i gets chunk i of the fold of the full buffers; with
  *                count = size * count_per_member, ring chunk i is exactly elements
  *                [i * count_per_member, (i + 1) * count_per_member), the same order all_reduce
@@ -30,7 +31,7 @@ static eq_status sim_all_reduce(const eq_group *g, void *const bufs[], size_t co
 {
     eq_status st = check_group(g, "all_reduce");
     if (st != EQ_OK) return st;
-    st = eq_fold(g->algo, dt, op, g->size, (const void *const *)bufs, bufs[0], count);
+    st = eq_fold_nccl(g->nccl, g->algo, dt, op, g->size, (const void *const *)bufs, bufs[0], count);
     if (st != EQ_OK) return st;
     for (int m = 1; m < g->size; m++) memcpy(bufs[m], bufs[0], count * eq_dtype_size(dt));
     return EQ_OK;
