@@ -51,6 +51,15 @@ typedef struct {
 
 extern const eq_backend eq_backend_cpu;
 
+/* The CPU backend with every fp32 GEMM's inputs rounded to TF32 (10-bit mantissa, to nearest, ties
+ * to even) and the sum in fp32, as an NVIDIA GPU computes an fp32 GEMM with TF32 allowed; all else
+ * the CPU backend's (models/backend_tf32.c). Named "cpu": the dump's numerics attribute says TF32. */
+extern const eq_backend eq_backend_cpu_tf32;
+float eq_tf32_round(float x);
+eq_status eq_tf32_gemm_nt(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
+                          int64_t ldb, void *C, int64_t ldc);
+const char *eq_tf32_describe(char *buf, size_t len);
+
 /* Built with the cuda feature only (equiv_config.h: EQUIV_HAVE_CUDA): cuBLAS GEMMs
  * (models/backend_cuda.c). eq_backend_cuda_open picks the device and creates the handles now, so a
  * missing device is reported before anything runs. */

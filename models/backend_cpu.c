@@ -288,6 +288,15 @@ const eq_backend eq_backend_cpu = {
     .shape_invariant = 1,
 };
 
+const eq_backend eq_backend_cpu_tf32 = {
+    .name = "cpu",
+    .gemm_nt = eq_tf32_gemm_nt,
+    .describe = eq_tf32_describe,
+    .release = cpu_release,
+    .ops = &cpu_ops,
+    .shape_invariant = 1, /* rounding an input is per element: a slice rounds as the whole */
+};
+
 eq_status eq_backend_find(const char *name, const eq_backend **out)
 {
     if (strcmp(name, "cpu") == 0) {
