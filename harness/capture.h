@@ -62,6 +62,9 @@ typedef struct {
      * depend on ("NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79 GiB), driver 580.159.04 (CUDA 13.0),
      * runtime 13.0, cuBLAS 13.0.2, NCCL 2.27.7"); "" for a run that used none. */
     char gpu[320];
+    /* A model's numerics when not equiv's own ("megatron", "megatron_tf32"; models/model.h);
+     * "" for the default, which dumps leave out. */
+    char numerics[EQ_NAME_MAX];
 } eq_run_meta;
 
 /* How a rank holds a tensor: replicated over a group (-1) or split along a dimension over it. */

@@ -40,6 +40,9 @@ void eq_cli_print_help(void)
            "  --size S           ci (default, seconds) or docs (the source documents' shapes)\n"
            "  --seed N           seed of the counter-based RNG (default 1234)\n"
            "  --grads C          data-parallel gradient convention: avg (DDP, default) or sum\n"
+           "  --numerics N       gpt: equiv (its own init), megatron (Megatron-Core's init: N(0, 0.02),\n"
+           "                     output layers / sqrt(2 layers)), megatron_tf32 (and fp32 GEMMs in TF32);\n"
+           "                     default: the size's megatron_init and tf32 keys\n"
            "  --inject BUG       plant a bug in the layout's run (not the reference), to see it caught:\n"
            "                     skip_allreduce, shard_offset, grad_avg_twice (gpt, linears);\n"
            "                     ci_grad_avg, faith_every_rank, local_count, imp_min_no_world_size\n"
@@ -107,7 +110,7 @@ static eq_status parse_format(const char *text, eq_format *out)
  * error line before anything runs. */
 typedef enum {
     OPT_CASE, OPT_SIZE, OPT_TP, OPT_DP, OPT_DTYPE, OPT_ALGO, OPT_NCCL_CHANNELS, OPT_NCCL_PROTO, OPT_SEED, OPT_GRADS,
-    OPT_INJECT, OPT_FORWARD_ONLY,
+    OPT_NUMERICS, OPT_INJECT, OPT_FORWARD_ONLY,
     OPT_TRUTH, OPT_BACKEND, OPT_COMM, OPT_EXPECT, OPT_TOLERANCE, OPT_ATOL, OPT_RTOL, OPT_GROWTH, OPT_UPDATE,
     OPT_ONLY, OPT_QUICK, OPT_OUT, OPT_FORMAT, OPT_CASES_DIR, OPT_TOLERANCES, OPT_VERBOSE, OPT_LIST, OPT_HELP,
     OPT_VERSION, OPT_COUNT
@@ -139,6 +142,7 @@ static const option_spec options[OPT_COUNT] = {
     [OPT_NCCL_PROTO] = {"--nccl-proto", NULL, 1, 0, RUN},
     [OPT_SEED] = {"--seed", NULL, 1, 0, RUN | MATRIX},
     [OPT_GRADS] = {"--grads", NULL, 1, 0, RUN},
+    [OPT_NUMERICS] = {"--numerics", NULL, 1, 0, RUN},
     [OPT_INJECT] = {"--inject", NULL, 1, 1, RUN},
     [OPT_FORWARD_ONLY] = {"--forward-only", NULL, 0, 0, RUN},
     [OPT_TRUTH] = {"--truth", NULL, 0, 0, RUN},
@@ -227,6 +231,12 @@ static eq_status parse_value(eq_cli *cli, option_id id, const char *val)
         eq_grad_convention c = EQ_GRAD_AVG;
         st = eq_grad_convention_parse(val, &c);
         cli->grads = (int)c;
+        break;
+    }
+    case OPT_NUMERICS: {
+        eq_numerics n = EQ_NUMERICS_EQUIV;
+        st = eq_numerics_parse(val, &n);
+        cli->numerics = (int)n;
         break;
     }
     case OPT_INJECT: {
@@ -338,6 +348,7 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
     cli->transport = "sim";
     cli->format = EQ_FORMAT_MARKDOWN;
     cli->growth = 1.5;
+    cli->numerics = -1;
     int n_positional = 0, seen[OPT_COUNT] = {0};
     const char *positional[3] = {0};
     for (int i = 1; i < argc; i++) {

@@ -34,6 +34,7 @@ typedef struct {
     const char *backend;
     const char *transport;             /* --comm: "sim" (default), "mpi", "nccl" */
     int grads;                         /* eq_grad_convention (models/model.h) */
+    int numerics;                      /* eq_numerics; -1: not given (the size's keys decide) */
     unsigned bugs;                     /* eq_bug flags to inject into the layout's run, never the reference */
     int forward_only;                  /* --forward-only: no backward, no gradients */
     int truth;                         /* --truth: both runs also against the fp64 run (harness/truth.h) */

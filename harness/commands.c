@@ -242,6 +242,12 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     spec.step.nccl = cli->nccl;
     spec.step.seed = cli->seed;
     spec.step.grads = (eq_grad_convention)cli->grads;
+    EQ_TRY(eq_numerics_of(spec.step.size, cli->numerics, &spec.step.numerics));
+    if (spec.step.numerics == EQ_NUMERICS_MEGATRON_TF32 && backend != &eq_backend_cpu) {
+        st = EQ_FAIL(EQ_ERR_USAGE, "numerics megatron_tf32 emulates TF32 on the CPU backend only (--backend %s)",
+                     backend->name);
+        goto cleanup;
+    }
     spec.step.forward_only = cli->forward_only;
     if (cli->all_dtypes) {
         memcpy(dtypes, kase->dtypes, sizeof dtypes);

@@ -169,6 +169,9 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
     for (int i = 0; i < N_STRING_ATTRS; i++)
         H5_TRY(write_string_attr(file, string_attr_names[i], string_attr_values[i]), EQ_ERR_IO,
                "cannot write dump %s: writing root attribute %s failed", path, string_attr_names[i]);
+    if (m->numerics[0] != '\0') /* not the default only: other dumps keep their bytes */
+        H5_TRY(write_string_attr(file, "numerics", m->numerics), EQ_ERR_IO,
+               "cannot write dump %s: writing root attribute numerics failed", path);
     if (m->gpu[0] != '\0') /* a run on a GPU only: CPU dumps keep their bytes */
         H5_TRY(write_string_attr(file, "gpu", m->gpu), EQ_ERR_IO, "cannot write dump %s: writing root attribute gpu failed",
                path);

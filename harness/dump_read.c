@@ -133,7 +133,7 @@ static const string_attr root_strings[] = {
     META_FIELD("transport", transport), META_FIELD("algorithm", algorithm), META_FIELD("backend", backend),
     META_FIELD("version", version),     META_FIELD("grads", grads),     META_FIELD("injected", injected),
     META_FIELD("source", source),       META_FIELD("gemm_kernel", kernel), META_FIELD("cpu", cpu),
-    META_FIELD("gpu", gpu),
+    META_FIELD("gpu", gpu),               META_FIELD("numerics", numerics),
 };
 #define N_ROOT_STRINGS (int)(sizeof root_strings / sizeof root_strings[0])
 /* Root attributes read apart from the table; any other is the run's environment. */

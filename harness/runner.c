@@ -22,7 +22,7 @@ eq_status eq_run_spec_init(eq_run_spec *spec, const eq_case *kase, const char *s
     spec->step.seed = 1234;
     spec->step.backend = &eq_backend_cpu;
     spec->step.transport = &eq_transport_sim;
-    return EQ_OK;
+    return eq_numerics_of(spec->size, -1, &spec->step.numerics); /* the case file's; --numerics overrides */
 }
 
 eq_status eq_run_check(const eq_run_spec *spec) { return spec->model->check(&spec->step); }
@@ -43,6 +43,8 @@ static void fill_meta(const eq_run_spec *spec, eq_run_meta *m)
         snprintf(m->nccl_proto, sizeof m->nccl_proto, "%s", eq_nccl_proto_name(spec->step.nccl.proto));
     }
     snprintf(m->backend, sizeof m->backend, "%s", spec->step.backend->name);
+    if (spec->step.numerics != EQ_NUMERICS_EQUIV)
+        snprintf(m->numerics, sizeof m->numerics, "%s", eq_numerics_name(spec->step.numerics));
     if (spec->step.backend->describe != NULL) spec->step.backend->describe(m->kernel, sizeof m->kernel);
     eq_cpu_model(m->cpu, sizeof m->cpu);
     eq_gpu_describe(m->gpu, sizeof m->gpu);
@@ -70,7 +72,12 @@ eq_status eq_run(const eq_run_spec *spec, eq_capture *out)
      * its own constants. */
     for (int i = 0; st == EQ_OK && i < spec->size->count; i++)
         st = eq_capture_config_int(out, spec->size->params[i].key, spec->size->params[i].value);
-    if (st == EQ_OK) st = spec->model->run(&spec->step, out);
+    if (st == EQ_OK) {
+        eq_step step = spec->step;
+        if (step.numerics == EQ_NUMERICS_MEGATRON_TF32 && step.backend == &eq_backend_cpu)
+            step.backend = &eq_backend_cpu_tf32; /* fp32 GEMMs in TF32; the dump's numerics says so */
+        st = spec->model->run(&step, out);
+    }
     if (st != EQ_OK) eq_capture_free(out);
     return st;
 }

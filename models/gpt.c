@@ -40,6 +40,7 @@ static eq_status read_sizes(const eq_step *step, gpt_sizes *z)
     EQ_TRY(eq_size_get(step->size, "heads", &z->heads));
     EQ_TRY(eq_size_get(step->size, "ffn", &z->ffn));
     EQ_TRY(eq_size_get(step->size, "layers", &z->layers));
+    z->megatron_init = step->numerics != EQ_NUMERICS_EQUIV;
     if (z->hidden % z->heads != 0 || z->layers > 99) {
         st = EQ_FAIL(EQ_ERR_INPUT, "case file %s: gpt needs heads | hidden and at most 99 layers (heads=%lld, "
                      "hidden=%lld, layers=%lld)", step->size->case_path, (long long)z->heads, (long long)z->hidden,

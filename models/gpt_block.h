@@ -23,6 +23,7 @@
 
 typedef struct {
     int64_t seq, batch, hidden, heads, ffn, layers;
+    int megatron_init; /* --numerics megatron*: Megatron-Core's init (below) */
 } gpt_sizes;
 
 /* Parameters of one block: field, dims (1-D for LayerNorm vectors), init, and how tensor
@@ -30,19 +31,25 @@ typedef struct {
  * struct fields, shapes, init, gradients and capture names all come from it. Init: LayerNorm gamma
  * 1, beta 0 (seed 002 section 1); weights N(0, 1/fan_in), the output projections (proj, fc2)
  * scaled by 1/sqrt(2 L) as GPT-2 and Megatron scale them, so the residual stream stays O(1).
+ * Under --numerics megatron (z->megatron_init), Megatron-Core's defaults instead: every weight
+ * N(0, 0.02) (init_method_std), the output projections N(0, 0.02 / sqrt(2 L))
+ * (scaled_init_method_normal), whatever the fan-in.
  * Split: column-parallel weights by rows (output features), row-parallel ones by columns
  * (reduction features), LayerNorm vectors replicated on every tp rank. */
+/* The std of an input-side weight (qkv, fc1) and of an output projection (proj, fc2). */
+#define GPT_STD_IN(z, fan_in) ((z)->megatron_init ? 0.02 : 1.0 / sqrt((double)(fan_in)))
+#define GPT_STD_OUT(z, fan_in)                                                                                \
+    ((z)->megatron_init ? 0.02 / sqrt(2.0 * (double)(z)->layers)                                             \
+                        : 1.0 / sqrt((double)(fan_in) * 2.0 * (double)(z)->layers))
 #define GPT_BLOCK_PARAMS(X)                                                                                \
     X(ln1_gamma, 1, z->hidden, 0, GPT_INIT_ONE, 0, GPT_SPLIT_NONE)                                         \
     X(ln1_beta, 1, z->hidden, 0, GPT_INIT_ZERO, 0, GPT_SPLIT_NONE)                                         \
-    X(qkv_weight, 2, 3 * z->hidden, z->hidden, GPT_INIT_NORMAL, 1.0 / sqrt((double)z->hidden), GPT_SPLIT_ROWS) \
-    X(proj_weight, 2, z->hidden, z->hidden, GPT_INIT_NORMAL,                                               \
-      1.0 / sqrt((double)z->hidden * 2.0 * (double)z->layers), GPT_SPLIT_COLUMNS)                          \
+    X(qkv_weight, 2, 3 * z->hidden, z->hidden, GPT_INIT_NORMAL, GPT_STD_IN(z, z->hidden), GPT_SPLIT_ROWS)    \
+    X(proj_weight, 2, z->hidden, z->hidden, GPT_INIT_NORMAL, GPT_STD_OUT(z, z->hidden), GPT_SPLIT_COLUMNS)   \
     X(ln2_gamma, 1, z->hidden, 0, GPT_INIT_ONE, 0, GPT_SPLIT_NONE)                                         \
     X(ln2_beta, 1, z->hidden, 0, GPT_INIT_ZERO, 0, GPT_SPLIT_NONE)                                         \
-    X(fc1_weight, 2, z->ffn, z->hidden, GPT_INIT_NORMAL, 1.0 / sqrt((double)z->hidden), GPT_SPLIT_ROWS)    \
-    X(fc2_weight, 2, z->hidden, z->ffn, GPT_INIT_NORMAL, 1.0 / sqrt((double)z->ffn * 2.0 * (double)z->layers), \
-      GPT_SPLIT_COLUMNS)
+    X(fc1_weight, 2, z->ffn, z->hidden, GPT_INIT_NORMAL, GPT_STD_IN(z, z->hidden), GPT_SPLIT_ROWS)          \
+    X(fc2_weight, 2, z->hidden, z->ffn, GPT_INIT_NORMAL, GPT_STD_OUT(z, z->ffn), GPT_SPLIT_COLUMNS)
 
 /* Activations of one block kept for the backward and captured: field, last dim, and whether it is
  * sharded over tp (rank r holds column block r: the column-parallel outputs and the heads'

@@ -50,6 +50,20 @@ typedef enum {
 eq_status eq_bug_parse(const char *name, eq_bug *out);
 const char *eq_bug_name(eq_bug bug);
 
+/* Whose numerics a model follows where the choice is a convention, not the layout's
+ * (models/gpt.c): equiv's own (the default; every shipped dump), or Megatron-Core's defaults
+ * (weights N(0, 0.02), the output projections N(0, 0.02 / sqrt(2 layers))), optionally with
+ * fp32 GEMMs in TF32 (inputs rounded to 10 mantissa bits, fp32 accumulation), as Megatron and
+ * TransformerEngine run them on NVIDIA GPUs where TF32 is allowed. */
+typedef enum { EQ_NUMERICS_EQUIV = 0, EQ_NUMERICS_MEGATRON = 1, EQ_NUMERICS_MEGATRON_TF32 = 2 } eq_numerics;
+/* "equiv", "megatron", "megatron_tf32" <-> value; EQ_ERR_USAGE names the known ones. */
+eq_status eq_numerics_parse(const char *name, eq_numerics *out);
+const char *eq_numerics_name(eq_numerics n);
+/* The run's numerics: `given` (an eq_numerics, from --numerics) when >= 0, else the size's keys
+ * `megatron_init = 1` and `tf32 = 1` (a case-file setting; both absent: equiv's own). A tf32 without
+ * megatron_init is EQ_ERR_INPUT naming the case file. */
+eq_status eq_numerics_of(const eq_case_size *size, int given, eq_numerics *out);
+
 typedef struct {
     const eq_case_size *size; /* the case's size section */
     eq_dtype dtype;
@@ -62,6 +76,7 @@ typedef struct {
     eq_grad_convention grads;   /* how data-parallel gradients are normalised and reduced */
     unsigned bugs;              /* eq_bug flags injected into this run */
     int forward_only;           /* skip the backward (models without one ignore it) */
+    eq_numerics numerics;       /* --numerics, else the size's `numerics = N` (gpt; others ignore it) */
     const eq_world *world;      /* NULL: every rank in this process (sim); else this process's ranks */
     eq_progress *progress;      /* where the step reports its phases (harness/progress.h); NULL: nobody */
 } eq_step;

@@ -105,6 +105,34 @@ eq_status eq_grad_convention_parse(const char *name, eq_grad_convention *out)
     return EQ_OK;
 }
 
+static const char *const numerics_names[] = {"equiv", "megatron", "megatron_tf32"};
+
+eq_status eq_numerics_parse(const char *name, eq_numerics *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, numerics_names[i]) == 0) {
+            *out = (eq_numerics)i;
+            return EQ_OK;
+        }
+    return EQ_FAIL(EQ_ERR_USAGE, "unknown numerics '%s' (known: equiv, megatron, megatron_tf32)", name);
+}
+
+eq_status eq_numerics_of(const eq_case_size *size, int given, eq_numerics *out)
+{
+    if (given >= 0) {
+        *out = (eq_numerics)given;
+        return EQ_OK;
+    }
+    const int64_t megatron = eq_size_get_or(size, "megatron_init", 0), tf32 = eq_size_get_or(size, "tf32", 0);
+    if (megatron < 0 || megatron > 1 || tf32 < 0 || tf32 > 1 || (tf32 && !megatron))
+        return EQ_FAIL(EQ_ERR_INPUT, "case file %s: megatron_init and tf32 are 0 or 1, and tf32 = 1 needs megatron_init = 1",
+                       size->case_path);
+    *out = !megatron ? EQ_NUMERICS_EQUIV : tf32 ? EQ_NUMERICS_MEGATRON_TF32 : EQ_NUMERICS_MEGATRON;
+    return EQ_OK;
+}
+
+const char *eq_numerics_name(eq_numerics n) { return (unsigned)n < 3 ? numerics_names[n] : "equiv"; }
+
 static const struct {
     eq_bug bug;
     const char *name;

@@ -27,6 +27,7 @@
 
 typedef struct {
     int64_t vocab, seq, hidden, heads, ffn, layers;
+    int megatron_init; /* always 0: the blocks keep equiv's init (GPT_BLOCK_PARAMS reads it) */
 } probe_lm_sizes;
 
 typedef struct {

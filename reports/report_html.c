@@ -409,6 +409,13 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
         }
         fprintf(out, ".</p>\n");
     }
+    if (t->numerics[0] != '\0' || r->numerics[0] != '\0') {
+        fprintf(out, "<p class=\"note\">Numerics: this run ");
+        eq_svg_escape(out, t->numerics[0] ? t->numerics : "equiv");
+        fprintf(out, ", the reference ");
+        eq_svg_escape(out, r->numerics[0] ? r->numerics : "equiv");
+        fprintf(out, ".</p>\n");
+    }
     write_findings(out, c);
     write_params_line(out, c);
     if (count_role(c, EQ_ROLE_ACTIVATION) > 0) EQ_TRY(write_plot(out, c, EQ_ROLE_ACTIVATION, "activations"));

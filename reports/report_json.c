@@ -96,6 +96,7 @@ static json_t *run_json(const eq_run_meta *meta)
     if (meta->kernel[0] != '\0') bad |= json_object_set_new(o, "gemm_kernel", json_string(meta->kernel));
     if (meta->cpu[0] != '\0') bad |= json_object_set_new(o, "cpu", json_string(meta->cpu));
     if (meta->gpu[0] != '\0') bad |= json_object_set_new(o, "gpu", json_string(meta->gpu));
+    if (meta->numerics[0] != '\0') bad |= json_object_set_new(o, "numerics", json_string(meta->numerics));
     if (meta->source[0] != '\0') { /* a run equiv did not compute (harness/SCHEMA.md) */
         bad |= json_object_set_new(o, "source", json_string(meta->source));
         bad |= json_object_set_new(o, "world_size", json_integer(meta->world_size));

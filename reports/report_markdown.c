@@ -324,6 +324,9 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c)
     else if (t->gpu[0] != '\0' || r->gpu[0] != '\0')
         fprintf(out, "GPU: this run %s; the reference %s.\n\n", t->gpu[0] ? t->gpu : "none",
                 r->gpu[0] ? r->gpu : "none");
+    if (t->numerics[0] != '\0' || r->numerics[0] != '\0')
+        fprintf(out, "Numerics: this run `%s`, the reference `%s` (README, \"Megatron's numerics\").\n\n",
+                t->numerics[0] ? t->numerics : "equiv", r->numerics[0] ? r->numerics : "equiv");
     write_tensor_expectations(out, c);
     write_runs(out, c);
     write_findings(out, c);
