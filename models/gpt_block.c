@@ -31,6 +31,18 @@ void gpt_params_free(gpt_block_params *p)
 #undef GPT_FREE
 }
 
+/* The LayerNorm statistics of both norms, [tokens] fp64 each, for either activation layout. */
+static eq_status alloc_ln_stats(gpt_block_acts *a, int64_t tokens)
+{
+    a->ln1_mean = calloc((size_t)tokens, sizeof(double));
+    a->ln1_rstd = calloc((size_t)tokens, sizeof(double));
+    a->ln2_mean = calloc((size_t)tokens, sizeof(double));
+    a->ln2_rstd = calloc((size_t)tokens, sizeof(double));
+    if (!a->ln1_mean || !a->ln1_rstd || !a->ln2_mean || !a->ln2_rstd)
+        return EQ_FAIL(EQ_ERR_NOMEM, "no memory for LayerNorm statistics of %lld tokens", (long long)tokens);
+    return EQ_OK;
+}
+
 eq_status gpt_acts_alloc(gpt_block_acts *a, const gpt_sizes *z, int64_t local_batch, eq_dtype dt)
 {
     eq_status st = EQ_OK;
@@ -43,14 +55,7 @@ eq_status gpt_acts_alloc(gpt_block_acts *a, const gpt_sizes *z, int64_t local_ba
     }
     GPT_BLOCK_ACTS(GPT_ALLOC)
 #undef GPT_ALLOC
-    a->ln1_mean = calloc((size_t)tokens, sizeof(double));
-    a->ln1_rstd = calloc((size_t)tokens, sizeof(double));
-    a->ln2_mean = calloc((size_t)tokens, sizeof(double));
-    a->ln2_rstd = calloc((size_t)tokens, sizeof(double));
-    if (!a->ln1_mean || !a->ln1_rstd || !a->ln2_mean || !a->ln2_rstd) {
-        st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for LayerNorm statistics of %lld tokens", (long long)tokens);
-        goto cleanup;
-    }
+    EQ_TRY(alloc_ln_stats(a, tokens));
     return EQ_OK;
 cleanup:
     gpt_acts_free(a);
@@ -83,14 +88,7 @@ eq_status gpt_acts_alloc_forward_only(gpt_block_acts *a, const gpt_sizes *z, int
     a->fc1_out = a->gelu_out = view_of(a->pool[2], dt, z->seq, local_batch, z->ffn);
     a->resid = view_of(a->pool[3], dt, z->seq, local_batch, H);
     a->out = view_of(a->pool[4], dt, z->seq, local_batch, H);
-    a->ln1_mean = calloc((size_t)tokens, sizeof(double));
-    a->ln1_rstd = calloc((size_t)tokens, sizeof(double));
-    a->ln2_mean = calloc((size_t)tokens, sizeof(double));
-    a->ln2_rstd = calloc((size_t)tokens, sizeof(double));
-    if (!a->ln1_mean || !a->ln1_rstd || !a->ln2_mean || !a->ln2_rstd) {
-        st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for LayerNorm statistics of %lld tokens", (long long)tokens);
-        goto cleanup;
-    }
+    EQ_TRY(alloc_ln_stats(a, tokens));
     return EQ_OK;
 cleanup:
     gpt_acts_free(a);
