@@ -52,14 +52,32 @@ static eq_status serial_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
  * rows never interact, and each block is a serial GEMM. */
 #define MIN_ROWS_PER_THREAD 128
 
+/* The first failure among a parallel-for's workers, its message copied from the worker's thread
+ * (the error state is per thread) for the caller to report. */
+typedef struct {
+    pthread_mutex_t lock;
+    eq_status st;
+    char message[256];
+} worker_failure;
+#define WORKER_FAILURE_INIT {PTHREAD_MUTEX_INITIALIZER, EQ_OK, ""}
+
+static void worker_failed(worker_failure *f, eq_status st)
+{
+    pthread_mutex_lock(&f->lock);
+    if (f->st == EQ_OK) {
+        f->st = st;
+        snprintf(f->message, sizeof f->message, "%s (%s)", eq_error_message(), eq_error_where());
+    }
+    pthread_mutex_unlock(&f->lock);
+    eq_error_clear();
+}
+
 typedef struct {
     eq_dtype dt;
     int64_t N, K, lda, ldb, ldc;
     const char *A, *B;
     char *C;
-    pthread_mutex_t lock;
-    eq_status st; /* the first failure, its message copied from the worker's thread */
-    char message[256];
+    worker_failure failure;
 } gemm_rows;
 
 static void run_gemm_rows(void *ctx, int64_t r0, int64_t r1)
@@ -68,14 +86,7 @@ static void run_gemm_rows(void *ctx, int64_t r0, int64_t r1)
     const size_t elem = eq_dtype_size(g->dt);
     eq_status st = serial_gemm(g->dt, r1 - r0, g->N, g->K, g->A + (size_t)(r0 * g->lda) * elem, g->lda, g->B,
                                g->ldb, g->C + (size_t)(r0 * g->ldc) * elem, g->ldc);
-    if (st == EQ_OK) return;
-    pthread_mutex_lock(&g->lock);
-    if (g->st == EQ_OK) {
-        g->st = st;
-        snprintf(g->message, sizeof g->message, "%s (%s)", eq_error_message(), eq_error_where());
-    }
-    pthread_mutex_unlock(&g->lock);
-    eq_error_clear();
+    if (st != EQ_OK) worker_failed(&g->failure, st);
 }
 
 static eq_status threaded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
@@ -83,10 +94,10 @@ static eq_status threaded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, con
 {
     choose_kernel(dt);
     gemm_rows g = {.dt = dt, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .A = A, .B = B, .C = C,
-                   .lock = PTHREAD_MUTEX_INITIALIZER, .st = EQ_OK};
+                   .failure = WORKER_FAILURE_INIT};
     eq_parallel_for(M, MIN_ROWS_PER_THREAD, run_gemm_rows, &g);
-    pthread_mutex_destroy(&g.lock);
-    if (g.st != EQ_OK) return EQ_FAIL(g.st, "GEMM block: %s", g.message);
+    pthread_mutex_destroy(&g.failure.lock);
+    if (g.failure.st != EQ_OK) return EQ_FAIL(g.failure.st, "GEMM block: %s", g.failure.message);
     return EQ_OK;
 }
 
@@ -140,9 +151,7 @@ typedef struct {
     int64_t chunk_rows; /* at most BF16_CHUNK_ROWS, and at most M */
     const uint16_t *A, *B;
     uint16_t *C;
-    pthread_mutex_t lock;
-    eq_status st; /* the first failure, its message copied from the worker's thread */
-    char message[256];
+    worker_failure failure;
 } bf16_rows;
 
 static void run_widen_b(void *ctx, int64_t r0, int64_t r1)
@@ -166,14 +175,7 @@ static void run_bf16_rows(void *ctx, int slot, int64_t r0, int64_t r1)
             for (int64_t c = 0; c < g->N; c++) out[c] = eq_f32_to_bf16(in[c]);
         }
     }
-    if (st == EQ_OK) return;
-    pthread_mutex_lock(&g->lock);
-    if (g->st == EQ_OK) {
-        g->st = st;
-        snprintf(g->message, sizeof g->message, "%s (%s)", eq_error_message(), eq_error_where());
-    }
-    pthread_mutex_unlock(&g->lock);
-    eq_error_clear();
+    if (st != EQ_OK) worker_failed(&g->failure, st);
 }
 
 static eq_status gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
@@ -187,7 +189,7 @@ static eq_status gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *A, i
     int have = scratch_reserve(&bf16_b, (size_t)(N * K));
     for (int w = 0; w < workers && have; w++) have = scratch_reserve(&bf16_slot[w], (size_t)(rows * (K + N)));
     bf16_rows g = {.N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .chunk_rows = rows, .A = A, .B = B, .C = C,
-                   .lock = PTHREAD_MUTEX_INITIALIZER, .st = EQ_OK};
+                   .failure = WORKER_FAILURE_INIT};
     if (!have) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "bf16 GEMM [%lld x %lld x %lld]: no memory for fp32 copies", (long long)M,
                      (long long)N, (long long)K);
@@ -195,9 +197,9 @@ static eq_status gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *A, i
     }
     eq_parallel_for(N, MIN_ROWS_PER_THREAD, run_widen_b, &g);
     eq_parallel_for_slots(M, MIN_ROWS_PER_THREAD, run_bf16_rows, &g);
-    if (g.st != EQ_OK) st = EQ_FAIL(g.st, "GEMM block: %s", g.message);
+    if (g.failure.st != EQ_OK) st = EQ_FAIL(g.failure.st, "GEMM block: %s", g.failure.message);
 cleanup:
-    pthread_mutex_destroy(&g.lock);
+    pthread_mutex_destroy(&g.failure.lock);
     pthread_mutex_unlock(&bf16_lock);
     return st;
 }
