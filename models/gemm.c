@@ -16,7 +16,7 @@ DEFINE_TRANSPOSE(transpose16, uint16_t)
 DEFINE_TRANSPOSE(transpose32, uint32_t)
 DEFINE_TRANSPOSE(transpose64, uint64_t)
 
-static void transpose(size_t elem, int64_t rows, int64_t cols, const void *src, int64_t ld, void *dst)
+void eq_transpose(size_t elem, int64_t rows, int64_t cols, const void *src, int64_t ld, void *dst)
 {
     if (elem == 2) transpose16(rows, cols, src, ld, dst);
     else if (elem == 4) transpose32(rows, cols, src, ld, dst);
@@ -33,14 +33,14 @@ eq_status eq_gemm(const eq_backend *be, eq_dtype dt, eq_gemm_form form, int64_t 
     if (form == EQ_GEMM_TN) { /* A is [K, M]: make A^T [M, K] */
         a_packed = malloc((size_t)(M * K) * elem);
         if (a_packed == NULL) goto nomem;
-        transpose(elem, K, M, A, lda, a_packed);
+        eq_transpose(elem, K, M, A, lda, a_packed);
         A = a_packed;
         lda = K;
     }
     if (form == EQ_GEMM_NN || form == EQ_GEMM_TN) { /* B is [K, N]: make B^T [N, K] */
         b_packed = malloc((size_t)(N * K) * elem);
         if (b_packed == NULL) goto nomem;
-        transpose(elem, K, N, B, ldb, b_packed);
+        eq_transpose(elem, K, N, B, ldb, b_packed);
         B = b_packed;
         ldb = K;
     }

@@ -16,6 +16,10 @@
 
 typedef enum { EQ_GEMM_NT, EQ_GEMM_NN, EQ_GEMM_TN } eq_gemm_form;
 
+/* dst[cols, rows] (packed) = src[rows, cols]^T (row stride ld), elements of `elem` bytes: the
+ * packing eq_gemm does for a transposed operand. */
+void eq_transpose(size_t elem, int64_t rows, int64_t cols, const void *src, int64_t ld, void *dst);
+
 eq_status eq_gemm(const eq_backend *be, eq_dtype dt, eq_gemm_form form, int64_t M, int64_t N, int64_t K,
                   const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc);
 

@@ -423,7 +423,8 @@ static eq_status check_attention_extents(const char *what, int64_t S, int64_t B,
     return EQ_OK;
 }
 
-/* Through the backend's one-head op: V transposed here as eq_gemm would before its gemm_nt. */
+/* Through the backend's one-head op: V transposed here by eq_gemm's own packing (eq_transpose), so
+ * the second GEMM's B is what eq_gemm would hand gemm_nt. */
 static eq_status attention_forward_fused(const eq_backend *be, eq_dtype dt, int64_t S, int64_t B, int64_t heads,
                                          int64_t D, void *ctx, const void *qkv)
 {
@@ -434,10 +435,7 @@ static eq_status attention_forward_fused(const eq_backend *be, eq_dtype dt, int6
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < heads; h++) {
             const head_slices s = slices_of(B, heads, D, b, h);
-            const char *V = element(dt, qkv, s.v);
-            for (int64_t i = 0; i < S; i++)
-                for (int64_t d = 0; d < D; d++)
-                    memcpy(VT + (size_t)(d * S + i) * elem, V + (size_t)(i * s.qkv_ld + d) * elem, elem);
+            eq_transpose(elem, S, D, element(dt, qkv, s.v), s.qkv_ld, VT);
             EQ_TRY(be->attention_head(dt, S, D, element(dt, qkv, s.q), element(dt, qkv, s.k), s.qkv_ld, VT,
                                       element_mut(dt, ctx, s.ctx), s.ctx_ld));
         }
