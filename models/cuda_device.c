@@ -25,6 +25,10 @@ static struct {
     char who[48]; /* "rank 3/8: " under a multi-process transport, else "" */
 } dev = {0, -1, NULL, ""};
 
+/* eq_gpu_describe's line, made once per opened device (every run's dump asks for it; NVML is
+ * loaded to make it); cleared when cuBLAS is noted or the device closed. */
+static char described[320];
+
 void eq_cuda_set_rank(int rank, int size) { snprintf(dev.who, sizeof dev.who, "rank %d/%d: ", rank, size); }
 
 int eq_cuda_available(const char **why)
@@ -131,6 +135,7 @@ void eq_cuda_close(void)
 {
     if (!dev.open) return;
     print_timing();
+    described[0] = '\0';
     cudaStreamDestroy(dev.stream);
     dev.stream = NULL;
     dev.device = -1;
@@ -204,7 +209,12 @@ eq_status eq_cuda_sync(const char *what)
 
 /* cuBLAS's version once --backend cuda has loaded it (models/backend_cuda.c), 0 before. */
 static int cublas_version;
-void eq_cuda_note_cublas_version(int version) { cublas_version = version; }
+
+void eq_cuda_note_cublas_version(int version)
+{
+    cublas_version = version;
+    described[0] = '\0';
+}
 
 /* The driver's own version ("580.159.04"): NVML when its library loads, else the kernel module's
  * line in /proc; "" when neither answers. */
@@ -244,7 +254,12 @@ const char *eq_gpu_describe(char *buf, size_t len)
     char driver[64];
     if (len == 0) return buf;
     buf[0] = '\0';
-    if (!dev.open || cudaGetDeviceProperties(&prop, dev.device) != cudaSuccess) return buf;
+    if (!dev.open) return buf;
+    if (described[0] != '\0') {
+        snprintf(buf, len, "%s", described);
+        return buf;
+    }
+    if (cudaGetDeviceProperties(&prop, dev.device) != cudaSuccess) return buf;
     cudaDriverGetVersion(&driver_api);
     cudaRuntimeGetVersion(&runtime);
     driver_version(driver, sizeof driver);
@@ -260,5 +275,6 @@ const char *eq_gpu_describe(char *buf, size_t len)
     if (w < len && ncclGetVersion(&nccl) == ncclSuccess) /* NCCL_VERSION_CODE: major*10000 + minor*100 + patch */
         snprintf(buf + w, len - w, ", NCCL %d.%d.%d", nccl / 10000, nccl / 100 % 100, nccl % 100);
 #endif
+    snprintf(described, sizeof described, "%s", buf);
     return buf;
 }

@@ -105,11 +105,12 @@ eq_status eq_grad_convention_parse(const char *name, eq_grad_convention *out)
     return EQ_OK;
 }
 
-static const char *const numerics_names[] = {"equiv", "megatron", "megatron_tf32"};
+static const char *const numerics_names[] = {"equiv", "megatron", "megatron_tf32"}; /* by eq_numerics */
+#define N_NUMERICS (int)(sizeof numerics_names / sizeof numerics_names[0])
 
 eq_status eq_numerics_parse(const char *name, eq_numerics *out)
 {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < N_NUMERICS; i++)
         if (strcmp(name, numerics_names[i]) == 0) {
             *out = (eq_numerics)i;
             return EQ_OK;
@@ -131,7 +132,7 @@ eq_status eq_numerics_of(const eq_case_size *size, int given, eq_numerics *out)
     return EQ_OK;
 }
 
-const char *eq_numerics_name(eq_numerics n) { return (unsigned)n < 3 ? numerics_names[n] : "equiv"; }
+const char *eq_numerics_name(eq_numerics n) { return (int)n >= 0 && (int)n < N_NUMERICS ? numerics_names[n] : "equiv"; }
 
 static const struct {
     eq_bug bug;
