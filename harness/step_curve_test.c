@@ -93,7 +93,8 @@ static void test_factor_update(void)
 }
 
 /* A divergence growing exponentially (e^0.4 per step) from 1.5e-4 at step 1 to 0.3 at step 20:
- * past a tenth of the distance trained, and not a factor (small at first, gradients agreeing). */
+ * past what rounding reaches in bf16 (even Adam's 4 sqrt(u) = 0.25), and not a factor (small at
+ * first, gradients agreeing). */
 static void test_growing(void)
 {
     eq_step_point pts[MAX_STEPS];
@@ -105,11 +106,19 @@ static void test_growing(void)
     EQ_EXPECT(fabs(v.drift - 0.3) < 1e-12 && v.growth_exponent > 1.5, "drift %g, exponent %g", v.drift, v.growth_exponent);
 
     /* the same curve whose gradient norm halves at the last step: the parameters were already
-     * 0.2 of the distance trained apart going into it, so that is growth, not a factor */
+     * 0.2 of the distance trained apart going into it (bf16 rounding 8u sqrt(19) = 0.14), so that
+     * is growth, not a factor */
     pts[n - 1].grad_norm_test = 0.5 * pts[n - 1].grad_norm_ref;
     v = classify(pts, n, EQ_BF16);
     EQ_EXPECT(v.cls == EQ_CURVE_GROWING, "late ratio: class %s: %s", eq_curve_class_name(v.cls), v.why);
     EQ_EXPECT(v.grad_ratio == 0.5 && v.grad_ratio_step == n, "late ratio %g at %d", v.grad_ratio, v.grad_ratio_step);
+
+    /* fp32, a drift that starts at 0.15 and compounds by 1.2 a step (5x by step 10): a wrong
+     * update that feeds on itself, not the same factor every step */
+    base_curve(pts, 10, 0.01);
+    for (int i = 0; i < 10; i++) pts[i].param_dist = 0.15 * pow(1.2, i) * pts[i].trained_dist;
+    v = classify(pts, 10, EQ_FP32);
+    EQ_EXPECT(v.cls == EQ_CURVE_GROWING, "compounding: class %s: %s", eq_curve_class_name(v.cls), v.why);
 
     /* fp32, param_dist = c s^2 reaching a drift of 1e-3: below 0.1, but growing like step^2, far
      * faster than rounding's random walk, and 500x what fp32 rounding gives (8u sqrt(20) = 2e-6) */
@@ -123,6 +132,23 @@ static void test_growing(void)
     for (int i = 0; i < n; i++) pts[i].param_dist *= 1e-4;
     v = classify(pts, n, EQ_FP32);
     EQ_EXPECT(v.cls == EQ_CURVE_ROUNDING, "fp32 s^2 tiny: class %s: %s", eq_curve_class_name(v.cls), v.why);
+}
+
+/* Adam in bf16 over a short run: the first update's signs flipped on the elements whose gradients
+ * are within rounding of 0 put the parameters 0.15 of the distance trained apart, shrinking as the
+ * moments average (the classifier's comment: 0.088 measured on a small MLP; sqrt(u) = 0.0625 sets
+ * the scale, a larger model flips more). Below 4 sqrt(u) = 0.25: rounding. The same curve in fp32,
+ * where sqrt(u) is 2.4e-4, is an update off by a factor from step 1 on. */
+static void test_adam_bf16(void)
+{
+    eq_step_point pts[MAX_STEPS];
+    const double drift[5] = {0.15, 0.12, 0.1, 0.09, 0.08};
+    base_curve(pts, 5, 0.01);
+    for (int i = 0; i < 5; i++) pts[i].param_dist = drift[i] * pts[i].trained_dist;
+    eq_curve_verdict v = classify(pts, 5, EQ_BF16);
+    EQ_EXPECT(v.cls == EQ_CURVE_ROUNDING, "bf16: class %s: %s", eq_curve_class_name(v.cls), v.why);
+    v = classify(pts, 5, EQ_FP32);
+    EQ_EXPECT(v.cls == EQ_CURVE_FACTOR, "fp32: class %s: %s", eq_curve_class_name(v.cls), v.why);
 }
 
 /* Gradient norms 5% apart in bf16 at step 1: more than 8 units (3.1%) but short of a factor (10%). */
@@ -182,6 +208,7 @@ int main(void)
     test_factor_update();
     test_growing();
     test_near_ratio();
+    test_adam_bf16();
     test_identical_and_errors();
     return eq_test_finish("step_curve_test");
 }
