@@ -156,13 +156,6 @@ void eq_matrix_row_summarise(eq_matrix_row *row, const eq_comparison *cmp)
     row->worst_max_abs = worst ? worst->m.max_abs : 0.0;
 }
 
-int eq_matrix_unexpected_cells(const eq_matrix *m)
-{
-    int n = 0;
-    for (int i = 0; i < m->count; i++) n += !m->rows[i].as_expected;
-    return n;
-}
-
 /* The runs of the plan: every cell's, and a reference where a (case, dtype) starts. */
 static int planned_runs(const cell_plan *plan, int n_cells)
 {
@@ -270,12 +263,4 @@ cleanup:
     free(cases);
     free(table);
     return st;
-}
-
-void eq_matrix_free(eq_matrix *m)
-{
-    for (int i = 0; i < m->count; i++) eq_comparison_free(&m->comparisons[i]);
-    free(m->comparisons);
-    free(m->rows);
-    memset(m, 0, sizeof *m);
 }
