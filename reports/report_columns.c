@@ -3,6 +3,7 @@
  * and the worst relative error (sections 3-4 print without them); every metric is in the JSON. */
 #include "reports/report_columns.h"
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "reports/number_format.h"
@@ -82,6 +83,41 @@ const eq_report_column eq_report_columns[] = {
     {"worst rel", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "worst_rel", worst_rel},
 };
 const int eq_report_n_columns = (int)(sizeof eq_report_columns / sizeof eq_report_columns[0]);
+
+#define COUNT(key, field) {key, EQ_METRIC_COUNT, offsetof(eq_metrics, field)}
+#define REAL(key, field) {key, EQ_METRIC_REAL, offsetof(eq_metrics, field)}
+const eq_report_metric eq_report_metrics[] = {
+    COUNT("count", count),
+    COUNT("n_finite", n_finite),
+    COUNT("nan_ref", nan_ref),
+    COUNT("inf_ref", inf_ref),
+    COUNT("nan_test", nan_test),
+    COUNT("inf_test", inf_test),
+    COUNT("nonfinite_mismatch", nonfinite_mismatch),
+    COUNT("n_differ", n_differ),
+    REAL("max_abs", max_abs),
+    REAL("mean_abs", mean_abs),
+    REAL("median_abs", median_abs),
+    COUNT("argmax", argmax),
+    REAL("frac_above_1e-4", frac_above[0]), /* eq_thresholds' order */
+    REAL("frac_above_1e-3", frac_above[1]),
+    REAL("frac_above_5e-3", frac_above[2]),
+    REAL("frac_above_1e-2", frac_above[3]),
+    REAL("max_ulp", max_ulp),
+    REAL("ulp_at_max", ulp_at_max),
+    REAL("rel_fro", rel_fro),
+    REAL("cosine", cosine),
+    REAL("ls_scale", ls_scale),
+    REAL("mean_ratio", mean_ratio),
+    REAL("worst_rel", worst_rel),
+    REAL("ref_absmax", ref_absmax),
+    REAL("ref_mean", ref_mean),
+    REAL("ref_std", ref_std),
+    COUNT("n_outside", n_outside),
+    REAL("max_tol_ratio", max_tol_ratio),
+};
+const int eq_report_n_metrics = (int)(sizeof eq_report_metrics / sizeof eq_report_metrics[0]);
+_Static_assert(EQ_N_THRESHOLDS == 4, "eq_report_metrics must name every threshold");
 
 const eq_report_section eq_report_sections[] = {
     {EQ_ROLE_ACTIVATION, "Activations"},

@@ -1,8 +1,10 @@
-/* The per-layer tables of the Markdown and HTML reports, described once: their sections (one per
- * role) and their columns (header, how a result's value is written, which writers show it, which
- * metric of the JSON report it is). Both writers render this description; a new column is one row
- * of eq_report_columns, and report_columns_test holds every row's JSON metric to what report_json.c
- * writes and reports/report.schema.json requires. README's "How to read this report" defines each. */
+/* What the reports show of a result, described once: the metrics of the JSON report (key, where
+ * eq_metrics holds it) and the per-layer tables of the Markdown and HTML reports, their sections (one
+ * per role) and columns (header, how a result's value is written, which writers show it, which JSON
+ * metric it is). The writers render this description: a new metric is one row of eq_report_metrics
+ * (and its property in reports/report.schema.json), a new table column one row of eq_report_columns.
+ * report_columns_test holds the rows to the schema, to the writers' output and to the glossary
+ * (reports/how_to_read.c, README's "How to read this report"), which defines each column. */
 #ifndef EQUIV_REPORTS_REPORT_COLUMNS_H
 #define EQUIV_REPORTS_REPORT_COLUMNS_H
 
@@ -33,6 +35,19 @@ typedef struct {
 
 extern const eq_report_column eq_report_columns[];
 extern const int eq_report_n_columns;
+
+/* Every metric of a result as the JSON report writes it under "metrics", in that order: its key and
+ * where eq_metrics holds it. reports/report.schema.json requires exactly these keys
+ * (report_columns_test); a table column shows one of them by its key. */
+typedef enum { EQ_METRIC_COUNT, EQ_METRIC_REAL } eq_metric_kind; /* int64_t, double */
+typedef struct {
+    const char *key;
+    eq_metric_kind kind;
+    size_t offset; /* offsetof(eq_metrics, ...) */
+} eq_report_metric;
+
+extern const eq_report_metric eq_report_metrics[];
+extern const int eq_report_n_metrics;
 
 /* The tables, in order: one per role, shown when the comparison holds a result of that role. */
 typedef struct {

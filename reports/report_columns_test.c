@@ -1,8 +1,9 @@
-/* The per-layer tables' description (reports/report_columns.h) against what the writers and the
- * schema hold: every column a writer shows is in that writer's table header, and every column's JSON
- * metric is written under each result's "metrics" by report_json.c and required (and described) by
- * reports/report.schema.json, so a new column cannot name a metric the JSON lacks; and every metric
- * column is defined in the reports' glossary (reports/how_to_read.h), as a term or within one.
+/* What the reports show (reports/report_columns.h) against the schema and the writers: the JSON
+ * metrics are exactly those reports/report.schema.json requires, each described there; every
+ * column a writer shows is in that writer's table header; every column's metric is one of them and
+ * is in each result's "metrics" of a written JSON report, so a new column cannot name a metric the
+ * JSON lacks; and every metric column is defined in the reports' glossary (reports/how_to_read.h),
+ * as a term or within one.
  *   report_columns_test SCHEMA.json */
 #include <jansson.h>
 #include <math.h>
@@ -116,6 +117,21 @@ int main(int argc, char **argv)
     const json_t *results = json_object_get(json_array_get(json_object_get(report, "comparisons"), 0), "results");
     EQ_EXPECT(json_array_size(results) == 2, "%zu results in the JSON report, want 2", json_array_size(results));
 
+    /* The JSON metrics are exactly the ones the schema requires, each described there. */
+    for (int k = 0; k < eq_report_n_metrics; k++) {
+        const char *key = eq_report_metrics[k].key;
+        EQ_EXPECT(in_array(required, key), "metric %s is not required by the schema", key);
+        EQ_EXPECT(json_is_object(json_object_get(properties, key)), "the schema does not describe metric %s", key);
+    }
+    size_t i_req;
+    const json_t *req;
+    json_array_foreach(required, i_req, req) {
+        int known = 0;
+        for (int k = 0; k < eq_report_n_metrics && !known; k++)
+            known = json_is_string(req) && strcmp(json_string_value(req), eq_report_metrics[k].key) == 0;
+        EQ_EXPECT(known, "the schema requires metric %s, which eq_report_metrics lacks", json_string_value(req));
+    }
+
     int n_json = 0;
     for (int k = 0; k < eq_report_n_columns; k++) {
         const eq_report_column *col = &eq_report_columns[k];
@@ -126,9 +142,9 @@ int main(int argc, char **argv)
         n_json++;
         const char *key = col->json_metric;
         EQ_EXPECT(in_glossary(col->header), "column '%s' is not defined in the glossary", col->header);
-        EQ_EXPECT(in_array(required, key), "column '%s': metric %s is not required by the schema", col->header, key);
-        EQ_EXPECT(json_is_object(json_object_get(properties, key)), "column '%s': the schema does not describe %s",
-                  col->header, key);
+        int known = 0;
+        for (int m = 0; m < eq_report_n_metrics && !known; m++) known = strcmp(eq_report_metrics[m].key, key) == 0;
+        EQ_EXPECT(known, "column '%s' shows %s, which is no metric of eq_report_metrics", col->header, key);
         size_t i;
         const json_t *r;
         json_array_foreach(results, i, r) {
