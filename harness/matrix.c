@@ -198,9 +198,8 @@ static eq_status run_cells(const eq_matrix_options *opt, const eq_case *cases, c
         row->layout = p->layout;
         row->expected = eq_case_expectation(kase, spec.step.backend->name, p->dtype, p->layout);
         eq_progress_phase(opt->progress, "compare with dp1-tp1", 0, 0, -1.0);
-        EQ_TRY(eq_compare_runs(&ref, &test, &p->tol, &p->grad_tol, row->expected, &m->comparisons[i]));
+        EQ_TRY(eq_compare_runs(&ref, &test, NULL, &p->tol, &p->grad_tol, row->expected, kase, &m->comparisons[i]));
         m->count = i + 1;
-        eq_comparison_apply_case(&m->comparisons[i], kase);
         eq_capture_free(&test);
         eq_matrix_row_summarise(row, &m->comparisons[i]);
         row->seconds = seconds_since(&cell_start);
