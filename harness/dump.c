@@ -102,6 +102,7 @@ static herr_t write_cell_attr(hid_t file, const eq_run_meta *m, const eq_cell_fi
     case EQ_CELL_INT: return write_number_attr(file, f->key, H5T_STD_I32LE, H5T_NATIVE_INT, value);
     case EQ_CELL_I64: return write_number_attr(file, f->key, H5T_STD_I64LE, H5T_NATIVE_INT64, value);
     case EQ_CELL_U64: return write_number_attr(file, f->key, H5T_STD_U64LE, H5T_NATIVE_UINT64, value);
+    case EQ_CELL_F64: return write_number_attr(file, f->key, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, value);
     }
     return -1;
 }

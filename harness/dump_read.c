@@ -216,6 +216,8 @@ static eq_status read_cell_attr(hid_t file, const char *path, const eq_cell_fiel
         break;
     case EQ_CELL_U64:
         return read_optional(file, path, "the root group", f->key, H5T_INTEGER, H5T_NATIVE_UINT64, dest, 0, found);
+    case EQ_CELL_F64:
+        return read_optional(file, path, "the root group", f->key, H5T_FLOAT, H5T_NATIVE_DOUBLE, dest, 0, found);
     }
 cleanup:
     return st;

@@ -100,7 +100,9 @@ static eq_status envelope_text(const eq_matrix *m, const char *case_name, char *
     fprintf(out, "{\n  \"equiv_golden\": 1");
     for (int slot = 0; eq_cell_by_json_slot(slot) != NULL; slot++) { /* in the reports' order */
         const eq_cell_field *field = eq_cell_by_json_slot(slot);
-        if (!(field->flags & EQ_CELL_GOLDEN)) continue;
+        /* a field the reports write only when set (EQ_CELL_JSON_IF_SET) likewise: older envelopes stay valid */
+        if (!(field->flags & EQ_CELL_GOLDEN) || (!(field->flags & EQ_CELL_JSON) && eq_cell_is_default(&cell, field)))
+            continue;
         fprintf(out, ",\n  \"%s\": ", field->key);
         ok &= put_json_string(out, eq_cell_text(&cell, field, value, sizeof value));
     }
@@ -181,7 +183,10 @@ static eq_status envelope_load(const char *path, const eq_matrix *m, const char 
                    copy_string(root, "case", kase, sizeof kase);
     for (int f = 0; complete && f < eq_cell_field_count; f++) {
         const eq_cell_field *field = &eq_cell_fields[f];
-        if (field->flags & EQ_CELL_GOLDEN)
+        if (!(field->flags & EQ_CELL_GOLDEN)) continue;
+        if (!(field->flags & EQ_CELL_JSON) && json_object_get(root, field->key) == NULL)
+            complete = eq_cell_parse(&recorded, field, field->fallback[0] ? field->fallback : ""); /* the default */
+        else
             complete = copy_string(root, field->key, recorded_text, sizeof recorded_text) &&
                        eq_cell_parse(&recorded, field, recorded_text);
     }

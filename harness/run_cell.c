@@ -104,6 +104,7 @@ const char *eq_cell_text(const eq_run_meta *m, const eq_cell_field *f, char *buf
     case EQ_CELL_INT: snprintf(buf, len, "%d", *(const int *)p); break;
     case EQ_CELL_I64: snprintf(buf, len, "%" PRId64, *(const int64_t *)p); break;
     case EQ_CELL_U64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)p); break;
+    case EQ_CELL_F64: snprintf(buf, len, "%.17g", *(const double *)p); break; /* reads back bit for bit */
     }
     return buf;
 }
@@ -143,6 +144,12 @@ int eq_cell_parse(eq_run_meta *m, const eq_cell_field *f, const char *text)
         unsigned long long v = strtoull(text, &end, 10);
         if (end == text || *end != '\0' || errno != 0 || text[0] == '-') return 0;
         *(uint64_t *)p = (uint64_t)v;
+        return 1;
+    }
+    case EQ_CELL_F64: {
+        double v = strtod(text, &end);
+        if (end == text || *end != '\0' || errno != 0) return 0;
+        *(double *)p = v;
         return 1;
     }
     }

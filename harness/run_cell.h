@@ -29,6 +29,7 @@ typedef enum {
     EQ_CELL_INT,   /* int: HDF5 int32, JSON integer */
     EQ_CELL_I64,   /* int64_t: HDF5 int64, JSON integer */
     EQ_CELL_U64,   /* uint64_t: HDF5 uint64; JSON integer, its decimal string above INT64_MAX */
+    EQ_CELL_F64,   /* double: HDF5 float64, JSON number (a learning rate) */
 } eq_cell_type;
 
 /* Where a field goes. "_IF_SET": only when its value is not the default (eq_cell_is_default). */

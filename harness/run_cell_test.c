@@ -21,6 +21,7 @@ static size_t type_size(eq_cell_type t)
     case EQ_CELL_INT: return sizeof(int);
     case EQ_CELL_I64: return sizeof(int64_t);
     case EQ_CELL_U64: return sizeof(uint64_t);
+    case EQ_CELL_F64: return sizeof(double);
     case EQ_CELL_TEXT: break;
     }
     return 0;
@@ -183,6 +184,7 @@ static void check_schema(const char *schema_path)
         case EQ_CELL_INT:
         case EQ_CELL_I64: EQ_EXPECT(type && strcmp(type, "integer") == 0, "%s: not an integer", f->key); break;
         case EQ_CELL_U64: EQ_EXPECT(json_is_array(json_object_get(p, "anyOf")), "%s: not integer or string", f->key); break;
+        case EQ_CELL_F64: EQ_EXPECT(type && strcmp(type, "number") == 0, "%s: not a number", f->key); break;
         }
         int listed = 0;
         for (size_t k = 0; k < json_array_size(required); k++)

@@ -434,6 +434,7 @@ static void emit_cell_name(comment *out, const cell_diff *cell)
         else if (f->flags & EQ_CELL_JSON) emit(out, "%s", shown++ ? ", " : " (");
         else emit(out, "%s%s ", shown++ ? ", " : " (", f->key); /* written only when set: say which */
         if (json_is_string(value)) emit_text(out, json_string_value(value), NAME_TEXT, 0);
+        else if (json_is_real(value)) emit(out, "%g", json_real_value(value));
         else emit(out, "%lld", (long long)json_integer_value(value));
     }
     if (shown) emit(out, ")");

@@ -88,6 +88,7 @@ static json_t *cell_json(const eq_run_meta *meta, const eq_cell_field *f)
         const uint64_t v = *(const uint64_t *)value;
         return v <= INT64_MAX ? json_integer((json_int_t)v) : json_string(eq_cell_text(meta, f, text, sizeof text));
     }
+    case EQ_CELL_F64: return number(*(const double *)value);
     }
     return NULL;
 }
