@@ -41,7 +41,7 @@ const eq_cell_field eq_cell_fields[] = {
      NO_RANGE},
     {"nccl_channels", EQ_CELL_INT, MEMBER(nccl_channels),
      EQ_CELL_ATTR_IF_SET | EQ_CELL_JSON_IF_SET | EQ_CELL_NAME_IF_SET | EQ_CELL_DIFF, "0", "-nccl_ch", NULL, 14, 21,
-     LAYOUT_RANGE},
+     1, 64}, /* --nccl-channels' range */
     {"nccl_proto", EQ_CELL_TEXT, MEMBER(nccl_proto),
      EQ_CELL_ATTR_IF_SET | EQ_CELL_JSON_IF_SET | EQ_CELL_NAME_IF_SET | EQ_CELL_DIFF, "", "-nccl_", NULL, 15, 22,
      NO_RANGE},
