@@ -249,9 +249,8 @@ static eq_status parse_value(eq_cli *cli, option_id id, const char *val)
     }
     case OPT_BACKEND: cli->backend = val; break;
     case OPT_COMM:
-        if (strcmp(val, "sim") != 0 && strcmp(val, "mpi") != 0 && strcmp(val, "nccl") != 0)
-            st = EQ_FAIL(EQ_ERR_USAGE, "unknown --comm '%s' (known: sim, mpi, nccl)", val);
-        cli->transport = val;
+        st = eq_comm_find(val, &cli->comm);
+        if (st != EQ_OK) cli->comm = NULL; /* which ranks print the error: main.c */
         break;
     case OPT_EXPECT:
         cli->has_expect = 1;
@@ -345,7 +344,7 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
     cli->algo = EQ_ALGO_RING;
     cli->seed = 1234;
     cli->backend = "cpu";
-    cli->transport = "sim";
+    cli->comm = &eq_comms[0]; /* the default: sim (harness/comms.h) */
     cli->format = EQ_FORMAT_MARKDOWN;
     cli->growth = 1.5;
     cli->numerics = -1;
