@@ -75,10 +75,11 @@ void eq_algo_names(unsigned algos, const char *sep, char *buf, size_t len)
 
 eq_status eq_comm_check(const eq_comm *comm, eq_algo algo)
 {
-    if (!comm->built)
+    if (comm->algos & EQ_ALGO_BIT(algo)) {
+        if (comm->built) return EQ_OK;
         return EQ_FAIL(EQ_ERR_USAGE, "--comm %s: this equiv was built without %s (%s)", comm->name, comm->lacking,
                        comm->remedy);
-    if (comm->algos & EQ_ALGO_BIT(algo)) return EQ_OK;
+    }
     char runs_it[128] = "", runs[128];
     for (int i = 0; i < eq_comm_count; i++)
         if (eq_comms[i].algos & EQ_ALGO_BIT(algo))

@@ -33,8 +33,8 @@ extern const int eq_comm_count;
 /* The row named `name`; EQ_ERR_USAGE "unknown --comm 'NAME' (known: sim, mpi, nccl)" if none. */
 eq_status eq_comm_find(const char *name, const eq_comm **out);
 
-/* Can `comm` run `algo` in this build? EQ_ERR_USAGE saying what the build lacks, or which comms
- * run the algorithm and which algorithms the comm runs. */
+/* Can `comm` run `algo` in this build? EQ_ERR_USAGE naming the comms that run the algorithm and the
+ * algorithms the comm runs (in every build alike), else saying what this build lacks. */
 eq_status eq_comm_check(const eq_comm *comm, eq_algo algo);
 
 /* "ring, tree, fp32acc" (the algorithms in `algos`, joined by `sep`) into buf. */
