@@ -13,6 +13,7 @@
 #include "harness/dump.h"
 #include "harness/out_dir.h"
 #include "harness/phase_time.h"
+#include "harness/plan.h"
 #include "harness/run_load.h"
 #include "harness/runner.h"
 #include "harness/truth.h"
@@ -33,15 +34,6 @@ void eq_paths_resolve(const eq_cli *cli, eq_paths *p)
     if (cli->tolerances_path) snprintf(p->tolerances, sizeof p->tolerances, "%s", cli->tolerances_path);
     else snprintf(p->tolerances, sizeof p->tolerances, "%s/golden/tolerances.ini", home);
     snprintf(p->golden_dir, sizeof p->golden_dir, "%s/golden/envelopes", home);
-}
-
-static eq_status find_tolerance(const eq_tolerance_table *table, const char *entry, const char *who,
-                                const char *table_path, eq_tolerance *out)
-{
-    const eq_tolerance *t = eq_tolerance_find(table, entry);
-    if (t == NULL) return EQ_FAIL(EQ_ERR_INPUT, "%s names tolerance entry '%s', which %s lacks", who, entry, table_path);
-    *out = *t;
-    return EQ_OK;
 }
 
 /* Reports to standard output, and with --out also report.md, report.json, report.html. */
@@ -112,21 +104,6 @@ static eq_status run_and_dump(const eq_cli *cli, eq_out *out, const eq_run_spec 
     return write_dump(out, cap);
 }
 
-/* The layouts to check: the one asked for, else every layout of the case but the reference
- * (unless the reference is all it lists). */
-static int layouts_to_run(const eq_cli *cli, const eq_case *kase, eq_layout *out)
-{
-    if (cli->dp || cli->tp) {
-        out[0] = (eq_layout){cli->dp ? cli->dp : 1, cli->tp ? cli->tp : 1};
-        return 1;
-    }
-    int n = 0;
-    for (int i = 0; i < kase->n_layouts; i++)
-        if (kase->layouts[i].dp != 1 || kase->layouts[i].tp != 1) out[n++] = kase->layouts[i];
-    if (n == 0) out[n++] = (eq_layout){1, 1};
-    return n;
-}
-
 /* --comm: a comm this build has, running --algo (harness/comms.h), and a case it supports. (One
  * layout only under a multi-process comm, the one of --dp and --tp: start_world insists on them.) */
 static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec)
@@ -185,7 +162,6 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
     eq_paths paths;
-    char who[1100];
     eq_case *kase = calloc(1, sizeof *kase);
     eq_tolerance_table *table = calloc(1, sizeof *table);
     eq_comparison cmps[MAX_COMPARISONS];
@@ -236,19 +212,11 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     } else {
         dtypes[n_dtypes++] = cli->dtype;
     }
-    const int n_layouts = layouts_to_run(cli, kase, layouts);
+    const int n_layouts = eq_plan_layouts(kase, (eq_layout){cli->dp, cli->tp}, layouts);
     EQ_TRY(check_comm(cli, &spec));
-    snprintf(who, sizeof who, "case file %s", kase->path);
     for (int i = 0; i < n_dtypes; i++) {
-        if (kase->tolerance[dtypes[i]][0] == '\0') {
-            st = EQ_FAIL(EQ_ERR_USAGE, "case %s has no tolerance entry for %s (it runs: see equiv --list)", kase->name,
-                         eq_dtype_name(dtypes[i]));
-            goto cleanup;
-        }
-        EQ_TRY(find_tolerance(table, kase->tolerance[dtypes[i]], who, paths.tolerances, &tols[dtypes[i]]));
-        const char *grad_entry = kase->grad_tolerance[dtypes[i]];
-        EQ_TRY(find_tolerance(table, grad_entry[0] ? grad_entry : kase->tolerance[dtypes[i]], who, paths.tolerances,
-                              &grad_tols[dtypes[i]]));
+        EQ_TRY(eq_plan_case_tolerances(table, paths.tolerances, kase, dtypes[i], &tols[dtypes[i]],
+                                       &grad_tols[dtypes[i]]));
         for (int j = 0; j < n_layouts; j++) {
             spec.step.dtype = dtypes[i];
             spec.step.layout = layouts[j];
@@ -428,10 +396,10 @@ static eq_status compare_tolerances(const eq_cli *cli, const eq_paths *paths, co
         snprintf(entry, sizeof entry, "default_%s", eq_dtype_name(dtype));
         who = "a run of no case (the default for its dtype)";
     }
-    EQ_TRY(find_tolerance(table, entry, who, paths->tolerances, tol));
+    EQ_TRY(eq_plan_tolerance(table, paths->tolerances, entry, who, tol));
     *grad_tol = *tol;
     if (cli->tolerance_name == NULL && known_case && kase->grad_tolerance[dtype][0] != '\0')
-        EQ_TRY(find_tolerance(table, kase->grad_tolerance[dtype], "the case", paths->tolerances, grad_tol));
+        EQ_TRY(eq_plan_tolerance(table, paths->tolerances, kase->grad_tolerance[dtype], "the case", grad_tol));
 cleanup:
     return st;
 }
