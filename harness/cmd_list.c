@@ -24,7 +24,7 @@ static void print_tables(void)
     for (int i = 0; i < eq_backend_choice_count; i++) {
         const eq_backend_choice *b = &eq_backend_choices[i];
         printf("  %-16s %s", b->name, b->summary);
-        if (b->backend == NULL) printf(" (not built: no %s)", b->lacking);
+        if (b->backend == NULL) printf(" (not built: no %s; %s)", b->lacking, b->remedy);
         printf("\n");
     }
     printf("comms:\n");

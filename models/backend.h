@@ -83,7 +83,7 @@ typedef struct {
      * collectives, folded where this backend keeps its data. */
     const eq_transport *in_process;
     int host; /* 1: the CPU's ordered GEMMs: host-only models and --algo tp_invariant run on it */
-    const char *lacking; /* a build without it: what it lacked and where to read more */
+    const char *lacking, *remedy; /* a build without it: what it lacks ("CUDA"), and how to get it */
 } eq_backend_choice;
 
 extern const eq_backend_choice eq_backend_choices[];

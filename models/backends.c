@@ -16,7 +16,8 @@ const eq_backend_choice eq_backend_choices[] = {
      .open = NULL,
      .in_process = &eq_transport_sim,
      .host = 1,
-     .lacking = ""},
+     .lacking = "",
+     .remedy = ""},
     {.name = "cuda",
      .summary = "cuBLAS GEMMs on one GPU, the emulated collectives folded there",
 #if EQUIV_HAVE_CUDA
@@ -29,7 +30,8 @@ const eq_backend_choice eq_backend_choices[] = {
      .in_process = NULL,
 #endif
      .host = 0,
-     .lacking = "CUDA (no nvcc when meson set up the build; see README, GPU)"},
+     .lacking = "CUDA",
+     .remedy = "no nvcc when meson set up the build; see README, GPU"},
 };
 const int eq_backend_choice_count = (int)(sizeof eq_backend_choices / sizeof eq_backend_choices[0]);
 
@@ -52,7 +54,8 @@ eq_status eq_backend_find(const char *name, const eq_backend **out)
     eq_status st = eq_backend_choice_find(name, &choice);
     if (st != EQ_OK) return st;
     if (choice->backend == NULL)
-        return EQ_FAIL(EQ_ERR_USAGE, "--backend %s: equiv was built without %s", name, choice->lacking);
+        return EQ_FAIL(EQ_ERR_USAGE, "--backend %s: equiv was built without %s (%s)", name, choice->lacking,
+                       choice->remedy);
     if (choice->open != NULL) st = choice->open();
     if (st == EQ_OK) *out = choice->backend;
     return st;
