@@ -6,7 +6,9 @@
 
 #include "equiv_config.h"
 
-#define EMULATED (EQ_ALGO_BIT(EQ_ALGO_RING) | EQ_ALGO_BIT(EQ_ALGO_TREE) | EQ_ALGO_BIT(EQ_ALGO_FP32ACC) | EQ_ALGO_BIT(EQ_ALGO_SEQ))
+/* The algorithms fold.c emulates in their order and rounding. */
+#define EMULATED                                                                                                   \
+    (EQ_ALGO_BIT(EQ_ALGO_RING) | EQ_ALGO_BIT(EQ_ALGO_TREE) | EQ_ALGO_BIT(EQ_ALGO_FP32ACC) | EQ_ALGO_BIT(EQ_ALGO_SEQ))
 
 static eq_status start_mpi(eq_world *w, eq_layout layout, eq_algo algo)
 {
