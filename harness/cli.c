@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "equiv_config.h"
+#include "harness/runner.h"
 #include "models/model.h"
 
 void eq_cli_print_help(void)
@@ -23,7 +24,8 @@ void eq_cli_print_help(void)
            "  equiv bench [--only NAME[,NAME]] [--quick] [--out DIR]\n"
            "                                                   time, memory, GEMM rate and time per phase\n"
            "                                                   of set runs (README: `equiv bench`)\n"
-           "  equiv --list                                     cases, layouts, dtypes, algorithms\n"
+           "  equiv --list                                     cases, layouts, dtypes; algorithms,\n"
+           "                                                   backends and comms (what this build lacks too)\n"
            "  equiv --help | --version\n"
            "\n"
            "run options:\n"
@@ -38,7 +40,7 @@ void eq_cli_print_help(void)
            "  --nccl-proto P     its protocol: simple (default), ll, ll128; they place each element in\n"
            "                     its chunk as NCCL does (--comm sim; recorded in the dump)\n"
            "  --size S           ci (default, seconds) or docs (the source documents' shapes)\n"
-           "  --seed N           seed of the counter-based RNG (default 1234)\n"
+           "  --seed N           seed of the counter-based RNG (default " EQ_SEED_DEFAULT_TEXT ")\n"
            "  --grads C          data-parallel gradient convention: avg (DDP, default) or sum\n"
            "  --numerics N       gpt: equiv (its own init), megatron (Megatron-Core's init: N(0, 0.02),\n"
            "                     output layers / sqrt(2 layers)), megatron_tf32 (and fp32 GEMMs in TF32);\n"
@@ -249,9 +251,8 @@ static eq_status parse_value(eq_cli *cli, option_id id, const char *val)
     }
     case OPT_BACKEND: cli->backend = val; break;
     case OPT_COMM:
-        if (strcmp(val, "sim") != 0 && strcmp(val, "mpi") != 0 && strcmp(val, "nccl") != 0)
-            st = EQ_FAIL(EQ_ERR_USAGE, "unknown --comm '%s' (known: sim, mpi, nccl)", val);
-        cli->transport = val;
+        st = eq_comm_find(val, &cli->comm);
+        if (st != EQ_OK) cli->comm = NULL; /* which ranks print the error: main.c */
         break;
     case OPT_EXPECT:
         cli->has_expect = 1;
@@ -343,9 +344,9 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
     cli->size = "ci";
     cli->all_dtypes = 1;
     cli->algo = EQ_ALGO_RING;
-    cli->seed = 1234;
+    cli->seed = EQ_SEED_DEFAULT;
     cli->backend = "cpu";
-    cli->transport = "sim";
+    cli->comm = &eq_comms[0]; /* the default: sim (harness/comms.h) */
     cli->format = EQ_FORMAT_MARKDOWN;
     cli->growth = 1.5;
     cli->numerics = -1;

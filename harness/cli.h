@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "harness/case_file.h"
+#include "harness/comms.h"
 #include "reductions/collectives.h"
 
 typedef enum {
@@ -32,7 +33,8 @@ typedef struct {
     eq_nccl_config nccl;               /* --nccl-channels, --nccl-proto; zero: not given (the default) */
     uint64_t seed;
     const char *backend;
-    const char *transport;             /* --comm: "sim" (default), "mpi", "nccl" */
+    const eq_comm *comm;               /* --comm: sim (default), mpi, nccl (harness/comms.h); NULL after
+                                        * an unknown name */
     int grads;                         /* eq_grad_convention (models/model.h) */
     int numerics;                      /* eq_numerics; -1: not given (the size's keys decide) */
     unsigned bugs;                     /* eq_bug flags to inject into the layout's run, never the reference */

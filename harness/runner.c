@@ -22,7 +22,7 @@ eq_status eq_run_spec_init(eq_run_spec *spec, const eq_case *kase, const char *s
     spec->step.dtype = kase->dtypes[0];
     spec->step.layout = (eq_layout){1, 1};
     spec->step.algo = EQ_ALGO_RING;
-    spec->step.seed = 1234;
+    spec->step.seed = EQ_SEED_DEFAULT;
     spec->step.backend = &eq_backend_cpu;
     spec->step.transport = &eq_transport_sim;
     return eq_numerics_of(spec->size, -1, &spec->step.numerics); /* the case file's; --numerics overrides */
