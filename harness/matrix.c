@@ -4,19 +4,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "harness/plan.h"
+#include "harness/cells.h"
 #include "harness/runner.h"
 #include "reports/report.h"
 
 #define MATRIX_MAX_CASES 64
-
-/* One planned cell: which loaded case, dtype and layout, and the tolerances it is judged by. */
-typedef struct {
-    int kase;
-    eq_dtype dtype;
-    eq_layout layout;
-    eq_tolerance tol, grad_tol;
-} cell_plan;
 
 static double seconds_since(const struct timespec *t0)
 {
@@ -59,38 +51,28 @@ cleanup:
     return st;
 }
 
-/* Plans every cell (plan == NULL: only counts them) and checks each against its case. */
+/* The cells of every case (eq_cells_plan: checked, each against its case), into a new array. */
 static eq_status plan_cells(const eq_matrix_options *opt, const eq_case *cases, int n_cases,
-                            const eq_tolerance_table *table, cell_plan *plan, int *n_cells)
+                            const eq_tolerance_table *table, eq_cell **cells, int *n_cells)
 {
     eq_status st = EQ_OK;
-    eq_layout layouts[EQ_CASE_MAX_LAYOUTS];
-    eq_run_spec spec;
-    int n = 0;
+    const int max = n_cases * EQ_DTYPE_COUNT * EQ_CASE_MAX_LAYOUTS;
+    eq_run_spec base;
+    *n_cells = 0;
+    *cells = calloc((size_t)max, sizeof **cells);
+    if (*cells == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the matrix's cells");
     for (int c = 0; c < n_cases; c++) {
-        const eq_case *kase = &cases[c];
-        EQ_TRY(eq_run_spec_init(&spec, kase, opt->size));
-        const int n_layouts = eq_plan_layouts(kase, (eq_layout){0, 0}, layouts); /* as eq_cmd_run's */
-        for (int d = 0; d < kase->n_dtypes; d++) {
-            const eq_dtype dt = kase->dtypes[d];
-            if (!wants_dtype(opt, dt)) continue;
-            if (plan == NULL) {
-                n += n_layouts;
-                continue;
-            }
-            eq_tolerance tol, grad_tol;
-            EQ_TRY(eq_plan_case_tolerances(table, opt->tolerances_path, kase, dt, &tol, &grad_tol));
-            spec.step.dtype = dt;
-            spec.step.layout = (eq_layout){1, 1};
-            EQ_TRY(eq_run_check(&spec));
-            for (int l = 0; l < n_layouts; l++) {
-                spec.step.layout = layouts[l];
-                EQ_TRY(eq_run_check(&spec));
-                plan[n++] = (cell_plan){.kase = c, .dtype = dt, .layout = layouts[l], .tol = tol, .grad_tol = grad_tol};
-            }
-        }
+        eq_dtype dtypes[EQ_DTYPE_COUNT];
+        int n_dtypes = 0;
+        for (int d = 0; d < cases[c].n_dtypes; d++)
+            if (wants_dtype(opt, cases[c].dtypes[d])) dtypes[n_dtypes++] = cases[c].dtypes[d];
+        EQ_TRY(eq_run_spec_init(&base, &cases[c], opt->size));
+        base.step.algo = opt->algo;
+        base.step.seed = opt->seed;
+        base.step.progress = opt->progress;
+        EQ_TRY(eq_cells_plan(&base, EQ_BUG_NONE, table, opt->tolerances_path, dtypes, n_dtypes, (eq_layout){0, 0},
+                             *cells, max, n_cells));
     }
-    *n_cells = n;
 cleanup:
     return st;
 }
@@ -126,51 +108,24 @@ void eq_matrix_row_summarise(eq_matrix_row *row, const eq_comparison *cmp)
     row->worst_max_abs = worst ? worst->m.max_abs : 0.0;
 }
 
-/* The runs of the plan: every cell's, and a reference where a (case, dtype) starts. */
-static int planned_runs(const cell_plan *plan, int n_cells)
-{
-    int n = 0;
-    for (int i = 0; i < n_cells; i++)
-        n += 1 + (i == 0 || plan[i].kase != plan[i - 1].kase || plan[i].dtype != plan[i - 1].dtype);
-    return n;
-}
-
-/* Runs the planned cells in order; a (case, dtype) change starts a new reference run. */
-static eq_status run_cells(const eq_matrix_options *opt, const eq_case *cases, const cell_plan *plan, int n_cells,
-                           eq_matrix *m)
+/* Runs and judges the planned cells in order (harness/cells.h), each into its row. */
+static eq_status run_cells(const eq_matrix_options *opt, const eq_cell *cells, int n_cells, eq_matrix *m)
 {
     eq_status st = EQ_OK;
-    eq_capture ref = {0}, test = {0};
-    eq_run_spec spec;
+    eq_cell_loop loop = {0};
     struct timespec start, cell_start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     cell_start = start;
-    eq_progress_plan(opt->progress, planned_runs(plan, n_cells));
+    eq_progress_plan(opt->progress, eq_cells_runs(cells, n_cells));
+    cells[0].spec.step.backend->describe(m->backend, sizeof m->backend);
     for (int i = 0; i < n_cells; i++) {
-        const cell_plan *p = &plan[i];
-        const eq_case *kase = &cases[p->kase];
-        EQ_TRY(eq_run_spec_init(&spec, kase, opt->size));
-        spec.step.algo = opt->algo;
-        spec.step.seed = opt->seed;
-        spec.step.dtype = p->dtype;
-        spec.step.progress = opt->progress;
-        if (i == 0) spec.step.backend->describe(m->backend, sizeof m->backend);
-        if (i == 0 || p->kase != plan[i - 1].kase || p->dtype != plan[i - 1].dtype) {
-            eq_capture_free(&ref);
-            spec.step.layout = (eq_layout){1, 1};
-            EQ_TRY(eq_run(&spec, &ref));
-        }
-        spec.step.layout = p->layout;
-        EQ_TRY(eq_run(&spec, &test));
-        eq_matrix_row *row = &m->rows[i];
-        snprintf(row->case_name, sizeof row->case_name, "%s", kase->name);
-        row->dtype = p->dtype;
-        row->layout = p->layout;
-        row->expected = eq_case_expectation(kase, spec.step.backend->name, p->dtype, p->layout);
-        eq_progress_phase(opt->progress, "compare with dp1-tp1", 0, 0, -1.0);
-        EQ_TRY(eq_compare_runs(&ref, &test, NULL, &p->tol, &p->grad_tol, row->expected, kase, &m->comparisons[i]));
+        EQ_TRY(eq_cell_run_and_judge(&loop, &cells[i], NULL, &m->comparisons[i]));
         m->count = i + 1;
-        eq_capture_free(&test);
+        eq_matrix_row *row = &m->rows[i];
+        snprintf(row->case_name, sizeof row->case_name, "%s", cells[i].spec.kase->name);
+        row->dtype = cells[i].spec.step.dtype;
+        row->layout = cells[i].spec.step.layout;
+        row->expected = cells[i].expect;
         eq_matrix_row_summarise(row, &m->comparisons[i]);
         row->seconds = seconds_since(&cell_start);
         clock_gettime(CLOCK_MONOTONIC, &cell_start);
@@ -178,8 +133,7 @@ static eq_status run_cells(const eq_matrix_options *opt, const eq_case *cases, c
     m->seconds = seconds_since(&start);
 cleanup:
     eq_progress_clear(opt->progress);
-    eq_capture_free(&ref);
-    eq_capture_free(&test);
+    eq_cell_loop_free(&loop);
     return st;
 }
 
@@ -188,7 +142,7 @@ eq_status eq_matrix_run(const eq_matrix_options *opt, eq_matrix *out)
     eq_status st = EQ_OK;
     eq_case *cases = calloc(MATRIX_MAX_CASES, sizeof *cases);
     eq_tolerance_table *table = calloc(1, sizeof *table);
-    cell_plan *plan = NULL;
+    eq_cell *cells = NULL;
     int n_cases = 0, n_cells = 0;
     memset(out, 0, sizeof *out);
     if (cases == NULL || table == NULL) {
@@ -210,25 +164,23 @@ eq_status eq_matrix_run(const eq_matrix_options *opt, eq_matrix *out)
     /* Everything is loaded and checked before the first run. */
     EQ_TRY(eq_tolerance_load(opt->tolerances_path, table));
     EQ_TRY(load_cases(opt, cases, &n_cases));
-    EQ_TRY(plan_cells(opt, cases, n_cases, table, NULL, &n_cells));
+    EQ_TRY(plan_cells(opt, cases, n_cases, table, &cells, &n_cells));
     if (n_cells == 0) {
         st = EQ_FAIL(EQ_ERR_USAGE, "no cell to run: no case%s%s lists dtype %s", opt->case_filter ? " " : "",
                      opt->case_filter ? opt->case_filter : "",
                      opt->dtype_filter < 0 ? "(any)" : eq_dtype_name((eq_dtype)opt->dtype_filter));
         goto cleanup;
     }
-    plan = calloc((size_t)n_cells, sizeof *plan);
     out->rows = calloc((size_t)n_cells, sizeof *out->rows);
     out->comparisons = calloc((size_t)n_cells, sizeof *out->comparisons);
-    if (plan == NULL || out->rows == NULL || out->comparisons == NULL) {
+    if (out->rows == NULL || out->comparisons == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d matrix cells", n_cells);
         goto cleanup;
     }
-    EQ_TRY(plan_cells(opt, cases, n_cases, table, plan, &n_cells));
-    EQ_TRY(run_cells(opt, cases, plan, n_cells, out));
+    EQ_TRY(run_cells(opt, cells, n_cells, out));
 cleanup:
     if (st != EQ_OK) eq_matrix_free(out);
-    free(plan);
+    free(cells);
     free(cases);
     free(table);
     return st;
