@@ -14,6 +14,7 @@
 #include "harness/phase_time.h"
 #include "harness/run_load.h"
 #include "harness/runner.h"
+#include "harness/train.h"
 #include "harness/truth.h"
 #include "harness/world.h"
 #include "models/models.h"
@@ -257,6 +258,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     }
     const int n_layouts = layouts_to_run(cli, kase, layouts);
     EQ_TRY(check_comm(cli, &spec));
+    EQ_TRY(eq_train_check(cli, &spec));
     snprintf(who, sizeof who, "case file %s", kase->path);
     for (int i = 0; i < n_dtypes; i++) {
         if (kase->tolerance[dtypes[i]][0] == '\0') {
@@ -341,6 +343,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
                 eq_phase_leave(EQ_PHASE_COMPARE, mark);
                 EQ_TRY(st);
             }
+            EQ_TRY(eq_train_steps(cli, &spec, &ref, &test, &cmps[n_cmps - 1])); /* --steps N: steps 2..N */
             eq_capture_free(&test);
         }
         eq_capture_free(&ref);

@@ -140,6 +140,9 @@ typedef struct {
      * each is not as expected. */
     char (*findings)[EQ_FINDING_MAX];
     int n_findings;
+    /* --steps N > 1: the two runs' training curve (harness/train.h), owned; its verdict counts in
+     * n_unexpected. NULL: one step. */
+    struct eq_steps_curve *steps;
 } eq_comparison;
 
 /* Compares every tensor of `test` against the tensor of the same path in `ref`. Both must hold
