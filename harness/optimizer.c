@@ -16,7 +16,7 @@
  * - Adam's bias corrections are python doubles: 1 - beta ** step (C's pow, as CPython's float
  *   power calls it), lr / bias_correction1, math.sqrt(bias_correction2).
  * torch built for no SIMD (ATEN_CPU_CAPABILITY=default) rounds a + alpha * b twice and differs
- * from both torch on AVX2 and this file by an ulp now and then.
+ * from both torch on AVX2 and this file by an ulp or two now and then.
  *
  * This file is built with -ffp-contract=off (meson.build): every fma here is written out, and no
  * other product is fused. */
