@@ -10,7 +10,7 @@
 
 #include "harness/bf16.h"
 #include "harness/parallel.h"
-#include "harness/train.h"
+#include "harness/train_curve.h"
 
 /* The |d| thresholds of seed 002 section 2.1 (its layer tables keep 1e-3 and 1e-2). */
 const double eq_thresholds[EQ_N_THRESHOLDS] = {1e-4, 1e-3, 5e-3, 1e-2};

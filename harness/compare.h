@@ -140,8 +140,8 @@ typedef struct {
      * each is not as expected. */
     char (*findings)[EQ_FINDING_MAX];
     int n_findings;
-    /* --steps N > 1: the two runs' training curve (harness/train.h), owned; its verdict counts in
-     * n_unexpected. NULL: one step. */
+    /* --steps N > 1: the two runs' training curve (harness/train_curve.h), owned; its verdict
+     * (eq_steps_curve_judge) counts in n_unexpected. NULL: one step. */
     struct eq_steps_curve *steps;
 } eq_comparison;
 

@@ -7,15 +7,6 @@
 
 #include "models/model.h"
 
-void eq_steps_curve_free(eq_steps_curve *c)
-{
-    if (c == NULL) return;
-    for (int k = 0; c->params != NULL && k < c->n_params; k++) free(c->params[k].rel);
-    free(c->params);
-    free(c->points);
-    memset(c, 0, sizeof *c);
-}
-
 eq_status eq_train_check(const eq_cli *cli, const eq_run_spec *spec)
 {
     if (cli->steps <= 1 || spec->model->trains) return EQ_OK;
@@ -244,9 +235,7 @@ eq_status eq_train_curve(const eq_run_spec *ref_spec, const eq_run_spec *test_sp
         eq_capture_free(&cap_test);
     }
     EQ_TRY(eq_curve_classify(out->points, n_steps, out->dtype, &out->verdict));
-    const eq_curve_class c = out->verdict.cls;
-    out->as_expected = out->bug_injected ? (c == EQ_CURVE_FACTOR || c == EQ_CURVE_GROWING)
-                                         : (c == EQ_CURVE_IDENTICAL || c == EQ_CURVE_ROUNDING);
+    eq_steps_curve_judge(out);
 cleanup:
     eq_capture_free(&cap_ref);
     eq_capture_free(&cap_test);
@@ -269,6 +258,6 @@ eq_status eq_train_steps(const eq_cli *cli, const eq_run_spec *test_spec, const 
     cmp->steps = calloc(1, sizeof *cmp->steps);
     if (cmp->steps == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the curve");
     eq_status st = eq_train_curve(&ref_spec, test_spec, ref1, test1, cli->steps, &opt, cmp->steps);
-    if (st == EQ_OK && !cmp->steps->as_expected) cmp->n_unexpected++;
+    if (st == EQ_OK) cmp->n_unexpected += eq_steps_curve_judge(cmp->steps);
     return st;
 }

@@ -11,9 +11,10 @@
  * every trained parameter in fp64, and after the update the distance between the two runs' master
  * weights and the reference's distance from its starting weights) and each parameter's own
  * divergence, then updates both runs' parameters with the same optimizer. The curve is classified
- * (eq_curve_classify): identical or rounding is expected of a layout without an injected bug,
- * factor or growing of one with --inject; a curve not as expected counts as one result not as
- * expected of its comparison (exit 1).
+ * (eq_curve_classify) and judged (eq_steps_curve_judge, harness/train_curve.h): identical or
+ * rounding is expected of a layout without an injected bug, factor or growing of one with
+ * --inject; a curve not as expected counts as one result not as expected of its comparison
+ * (exit 1).
  *
  * Distances are taken between the master weights (fp32; fp64 for an fp64 run), which are what
  * training holds: a bf16 run's weights round them. Steps after the first capture the lean way
@@ -24,25 +25,8 @@
 
 #include "harness/cli.h"
 #include "harness/compare.h"
-#include "harness/optimizer.h"
 #include "harness/runner.h"
-#include "harness/step_curve.h"
-
-/* The curve of one comparison (a layout against the reference) over its steps. */
-typedef struct eq_steps_curve {
-    int n_steps;
-    eq_optimizer_config opt;
-    eq_dtype dtype;           /* the runs' dtype (the classifier's thresholds) */
-    eq_step_point *points;    /* [n_steps] step t at points[t - 1] */
-    eq_param_curve *params;   /* [n_params] every trained parameter, in capture order; rel [n_steps] */
-    int n_params;
-    int n_frozen;             /* parameters without a gradient, passed through unchanged */
-    eq_curve_verdict verdict;
-    int bug_injected;         /* the layout's run carries an --inject bug: factor or growing expected */
-    int as_expected;          /* identical/rounding without a bug, factor/growing with one */
-} eq_steps_curve;
-
-void eq_steps_curve_free(eq_steps_curve *c);
+#include "harness/train_curve.h"
 
 /* Checks --steps against the case before anything runs: N > 1 needs a case whose model trains
  * (EQ_ERR_USAGE naming the case and the models that do). The options alone (--comm, --forward-only,
@@ -60,8 +44,8 @@ eq_status eq_train_steps(const eq_cli *cli, const eq_run_spec *test_spec, const 
                          const eq_capture *test1, eq_comparison *cmp);
 
 /* The driver itself: n_steps >= 1 steps of ref_spec and test_spec with `opt`, step 1 being ref1 and
- * test1, into out (initialised here; eq_steps_curve_free frees it, also after a failure). The
- * specs' params and step_index are the driver's; bug_injected from test_spec's bugs. */
+ * test1, into out (initialised and judged here; eq_steps_curve_free frees it, also after a
+ * failure). The specs' params and step_index are the driver's; bug_injected from test_spec's bugs. */
 eq_status eq_train_curve(const eq_run_spec *ref_spec, const eq_run_spec *test_spec, const eq_capture *ref1,
                          const eq_capture *test1, int n_steps, const eq_optimizer_config *opt, eq_steps_curve *out);
 

@@ -19,7 +19,8 @@
 #include <jansson.h>
 #include <stdio.h>
 
-#include "harness/train.h"
+#include "harness/compare.h"
+#include "harness/train_curve.h"
 
 /* How many parameters the Markdown and HTML list, worst first. */
 #define EQ_REPORT_STEPS_WORST 5
