@@ -36,6 +36,7 @@
 
 #include "harness/tensor.h"
 #include "harness/tolerance.h"
+#include "reductions/layout.h"
 
 #define EQ_CASE_MAX_SIZES 8
 #define EQ_CASE_MAX_PARAMS 16
@@ -45,14 +46,6 @@
 /* The largest value a [size.NAME] key may have. Each model also checks that the tensors its sizes
  * make fit (models/models.h: eq_check_footprint) before anything is allocated. */
 #define EQ_CASE_SIZE_MAX INT64_C(2147483647)
-
-typedef struct {
-    int dp, tp;
-} eq_layout;
-
-/* "dp2-tp4" into a layout; EQ_ERR_USAGE unless both are integers in 1..1024. */
-eq_status eq_layout_parse(const char *text, eq_layout *out);
-const char *eq_layout_name(eq_layout l, char *buf, size_t len); /* "dp2-tp4" */
 
 typedef struct {
     char key[EQ_CASE_KEY_MAX];

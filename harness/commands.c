@@ -15,7 +15,6 @@
 #include "harness/run_load.h"
 #include "harness/runner.h"
 #include "harness/train.h"
-#include "harness/truth.h"
 #include "harness/world.h"
 #include "models/models.h"
 #include "reports/report.h"
@@ -333,16 +332,9 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
             }
             eq_expect expect = eq_case_expectation(kase, spec.step.backend->name, dtypes[i], layouts[j]);
             eq_progress_phase(&progress, "compare with dp1-tp1", 0, 0, -1.0);
-            EQ_TRY(eq_compare_runs(&ref, &test, &tols[dtypes[i]], &grad_tols[dtypes[i]], expect,
-                                               &cmps[n_cmps]));
-            eq_comparison_apply_case(&cmps[n_cmps], kase);
+            EQ_TRY(eq_compare_runs(&ref, &test, cli->truth ? &truth : NULL, &tols[dtypes[i]], &grad_tols[dtypes[i]],
+                                   expect, kase, &cmps[n_cmps]));
             n_cmps++;
-            if (cli->truth) {
-                const eq_phase_mark mark = eq_phase_enter(EQ_PHASE_COMPARE);
-                st = eq_truth_apply(&cmps[n_cmps - 1], &ref, &test, &truth);
-                eq_phase_leave(EQ_PHASE_COMPARE, mark);
-                EQ_TRY(st);
-            }
             EQ_TRY(eq_train_steps(cli, &spec, &ref, &test, &cmps[n_cmps - 1])); /* --steps N: steps 2..N */
             eq_capture_free(&test);
         }
@@ -507,9 +499,9 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
                                                        (eq_layout){test.meta.dp, test.meta.tp});
 
     eq_progress_phase(&progress, "compare", 0, 0, -1.0);
-    EQ_TRY(eq_compare_runs(&ref, &test, &tol, &grad_tol, expect, &cmp));
+    EQ_TRY(eq_compare_runs(&ref, &test, NULL, &tol, &grad_tol, expect, known_case && !cli->has_expect ? kase : NULL,
+                           &cmp));
     have_cmp = 1;
-    if (known_case && !cli->has_expect) eq_comparison_apply_case(&cmp, kase);
     eq_progress_clear(&progress); /* the report starts on a line of its own */
     EQ_TRY(write_reports(cli, &out, &cmp, 1));
     EQ_TRY(eq_out_commit(&out));

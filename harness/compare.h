@@ -123,6 +123,7 @@ typedef struct {
     eq_truth truth;
     eq_expect expect;   /* inputs and params are always expected bit_exact */
     eq_expect_size expect_size; /* of a differs from the case's [expect.<grads>] (EQ_SIZE_ANY: none) */
+    /* The verdict: written by eq_judge (harness/verdict.h) from the fields above, and by nothing else. */
     eq_observed observed;
     int as_expected;
     char diagnosis[160];
@@ -135,7 +136,7 @@ typedef struct {
     eq_expect expect;         /* for activations, gradients and losses */
     eq_tensor_result *results; /* one per tensor, in the reference's capture order */
     int count;
-    int n_unexpected;         /* results not as expected, and findings */
+    int n_unexpected;         /* results not as expected, findings, a curve not as expected (eq_judge's, harness/verdict.h) */
     /* What assembling the runs found (harness/run_load.h), "reference: ..." or "test run: ...":
      * each is not as expected. */
     char (*findings)[EQ_FINDING_MAX];
@@ -146,7 +147,8 @@ typedef struct {
 } eq_comparison;
 
 /* Compares every tensor of `test` against the tensor of the same path in `ref`. Both must hold
- * the same paths with the same shapes and dtypes (EQ_ERR_INPUT naming the first that differs). */
+ * the same paths with the same shapes and dtypes (EQ_ERR_INPUT naming the first that differs).
+ * Evidence only: metrics, expectations and findings; eq_judge (harness/verdict.h) gives the verdict. */
 eq_status eq_compare_captures(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
                               eq_expect expect, eq_comparison *out);
 /* The same, with gradients (role grad) judged by grad_tol. */
@@ -154,11 +156,9 @@ eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *t
                                       const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out);
 void eq_comparison_free(eq_comparison *c);
 
-/* Applies the case's per-tensor expectations ([expect.<grads>], harness/case_file.h) for the
- * test run's convention and layout to the activations, gradients and losses of cmp, updating
- * their verdicts and cmp->n_unexpected. A differs that states a size is met only by a difference
- * of that size (worst_rel or ls_scale in its range); one that is not gets the size it had and
- * the one expected appended to its diagnosis ("; rel 6.7e-11, expected differs rel 3e-4..1e-2"). */
+/* Takes the case's per-tensor expectations ([expect.<grads>], harness/case_file.h) for the test
+ * run's convention and layout into the expect and expect_size of cmp's activations, gradients and
+ * losses that a line names (evidence: eq_judge holds a differs to its stated size). */
 void eq_comparison_apply_case(eq_comparison *cmp, const eq_case *kase);
 
 #endif

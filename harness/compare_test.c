@@ -7,6 +7,7 @@
 #include "harness/bf16.h"
 #include "harness/compare.h"
 #include "harness/testing.h"
+#include "harness/verdict.h"
 
 /* seed 002 section 7 */
 static const eq_tolerance tol_fp32 = {"fp32_1_layer", 1e-3, 1e-3, "seed 002 section 7", EQ_ATOL_ABSOLUTE};
@@ -429,6 +430,7 @@ static void test_captures(void)
     eq_tensor_set(&test.entries[2].tensor, 5, eq_tensor_get(&test.entries[2].tensor, 5) + 1e-4);
     eq_comparison c;
     EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &tol_fp32, EQ_EXPECT_WITHIN, &c));
+    eq_judge(&c);
     EQ_EXPECT(c.count == 3 && c.n_unexpected == 1, "count %d unexpected %d", c.count, c.n_unexpected);
     if (c.count == 3) {
         const eq_tensor_result *x = &c.results[0], *w = &c.results[1], *out = &c.results[2];
@@ -527,6 +529,7 @@ static int sized_verdict(double factor, int bump, eq_expect_size size, char *dia
     c.test_meta.dp = 8;
     snprintf(c.test_meta.grads, sizeof c.test_meta.grads, "avg");
     eq_comparison_apply_case(&c, &kase);
+    eq_judge(&c);
     int ok = c.count == 3 && c.results[2].as_expected;
     EQ_EXPECT(c.count == 3 && c.n_unexpected == !ok, "n_unexpected %d with out %s", c.n_unexpected,
               ok ? "as expected" : "not");

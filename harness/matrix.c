@@ -156,13 +156,6 @@ void eq_matrix_row_summarise(eq_matrix_row *row, const eq_comparison *cmp)
     row->worst_max_abs = worst ? worst->m.max_abs : 0.0;
 }
 
-int eq_matrix_unexpected_cells(const eq_matrix *m)
-{
-    int n = 0;
-    for (int i = 0; i < m->count; i++) n += !m->rows[i].as_expected;
-    return n;
-}
-
 /* The runs of the plan: every cell's, and a reference where a (case, dtype) starts. */
 static int planned_runs(const cell_plan *plan, int n_cells)
 {
@@ -205,9 +198,8 @@ static eq_status run_cells(const eq_matrix_options *opt, const eq_case *cases, c
         row->layout = p->layout;
         row->expected = eq_case_expectation(kase, spec.step.backend->name, p->dtype, p->layout);
         eq_progress_phase(opt->progress, "compare with dp1-tp1", 0, 0, -1.0);
-        EQ_TRY(eq_compare_runs(&ref, &test, &p->tol, &p->grad_tol, row->expected, &m->comparisons[i]));
+        EQ_TRY(eq_compare_runs(&ref, &test, NULL, &p->tol, &p->grad_tol, row->expected, kase, &m->comparisons[i]));
         m->count = i + 1;
-        eq_comparison_apply_case(&m->comparisons[i], kase);
         eq_capture_free(&test);
         eq_matrix_row_summarise(row, &m->comparisons[i]);
         row->seconds = seconds_since(&cell_start);
@@ -270,12 +262,4 @@ cleanup:
     free(cases);
     free(table);
     return st;
-}
-
-void eq_matrix_free(eq_matrix *m)
-{
-    for (int i = 0; i < m->count; i++) eq_comparison_free(&m->comparisons[i]);
-    free(m->comparisons);
-    free(m->rows);
-    memset(m, 0, sizeof *m);
 }

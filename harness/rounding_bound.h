@@ -73,7 +73,8 @@ typedef struct {
  * a user's run), else the model's sites (NULL: none) in the output's layer; the runs' tp give T.
  * y, S and Q come as upper bounds from fp32 GEMMs over blocks of rows on equiv's threads (fp64 for
  * fp64 operands; rounding_bound_products.h), which loosens the bound by at most ~2e-3 of itself (K = 4096).
- * EQ_ERR_INPUT when the shapes do not fit a GEMM. */
+ * EQ_ERR_INPUT when the shapes do not fit a GEMM. Evidence only: eq_judge (harness/verdict.h) reads
+ * det_ratio > 1 as outside, whatever the tolerance. */
 eq_status eq_rounding_bounds_apply(eq_comparison *cmp, const eq_capture *ref, const eq_capture *test,
                                    const eq_gemm_site *sites);
 

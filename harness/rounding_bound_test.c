@@ -12,6 +12,7 @@
 #include "harness/rng.h"
 #include "harness/rounding_bound.h"
 #include "harness/testing.h"
+#include "harness/verdict.h"
 #include "models/parallel_linear.h"
 
 enum { M = 24, K = 256, N = 16 };
@@ -121,6 +122,7 @@ static void check_real_runs(void)
                 run(&test, dtypes[d], tps[k], (eq_algo)a);
                 EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &loose, EQ_EXPECT_WITHIN, &cmp));
                 EQ_EXPECT_OK(eq_rounding_bounds_apply(&cmp, &ref, &test, row_site));
+                eq_judge(&cmp);
                 const eq_tensor_result *r = result_of(&cmp, "layers/00/out");
                 const char *what = eq_algo_name((eq_algo)a);
                 EQ_EXPECT(r != NULL && r->theory.applies, "%s tp%d: no bound", what, tps[k]);
@@ -174,8 +176,10 @@ static void check_planted(eq_dtype dt, double times, int want_caught)
     eq_tensor_set(out, j, moved);
     double d = fabs(eq_tensor_get(out, j) - eq_tensor_get(ref_out, j)); /* after rounding to dt */
     EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &loose, EQ_EXPECT_WITHIN, &cmp));
+    eq_judge(&cmp); /* without the bound */
     EQ_EXPECT(cmp.n_unexpected == 0, "the loose tolerance already fails (|d| %g)", d);
     EQ_EXPECT_OK(eq_rounding_bounds_apply(&cmp, &ref, &test, row_site));
+    eq_judge(&cmp); /* with it */
     const eq_tensor_result *r = result_of(&cmp, "layers/00/out");
     int over = d > det_ref + det_test;
     EQ_EXPECT(over == want_caught, "%s x%.2f: planted |d| %g vs bound %g", eq_dtype_name(dt), times, d,

@@ -5,6 +5,8 @@
 
 #include "equiv_config.h"
 #include "harness/phase_time.h"
+#include "harness/truth.h"
+#include "harness/verdict.h"
 #include "reductions/collectives.h"
 
 eq_status eq_run_spec_init(eq_run_spec *spec, const eq_case *kase, const char *size_name)
@@ -82,13 +84,15 @@ eq_status eq_run(const eq_run_spec *spec, eq_capture *out)
     return st;
 }
 
-eq_status eq_compare_runs(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
-                          const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out)
+eq_status eq_compare_runs(const eq_capture *ref, const eq_capture *test, const eq_capture *truth,
+                          const eq_tolerance *tol, const eq_tolerance *grad_tol, eq_expect expect,
+                          const eq_case *kase, eq_comparison *out)
 {
     eq_phase_mark mark = eq_phase_enter(EQ_PHASE_COMPARE);
     eq_status st = eq_compare_captures_by_role(ref, test, tol, grad_tol, expect, out);
     eq_phase_leave(EQ_PHASE_COMPARE, mark);
     if (st != EQ_OK) return st;
+    if (kase != NULL) eq_comparison_apply_case(out, kase);
     const eq_model *model = NULL;
     if (ref->meta.model[0] == '\0' || eq_model_find(ref->meta.model, &model) != EQ_OK) {
         eq_error_clear(); /* a user's run, or a dump of a model this build lacks: recorded operands only */
@@ -97,6 +101,15 @@ eq_status eq_compare_runs(const eq_capture *ref, const eq_capture *test, const e
     mark = eq_phase_enter(EQ_PHASE_BOUND);
     st = eq_rounding_bounds_apply(out, ref, test, model != NULL ? model->gemm_sites : NULL);
     eq_phase_leave(EQ_PHASE_BOUND, mark);
-    if (st != EQ_OK) eq_comparison_free(out);
-    return st;
+    if (st == EQ_OK && truth != NULL) {
+        mark = eq_phase_enter(EQ_PHASE_COMPARE);
+        st = eq_truth_apply(out, ref, test, truth);
+        eq_phase_leave(EQ_PHASE_COMPARE, mark);
+    }
+    if (st != EQ_OK) {
+        eq_comparison_free(out);
+        return st;
+    }
+    eq_judge(out);
+    return EQ_OK;
 }

@@ -25,11 +25,15 @@ eq_status eq_run_check(const eq_run_spec *spec);
  * spec->step.progress ("gpt bf16 dp1-tp4"), whose model reports its phases there. */
 eq_status eq_run(const eq_run_spec *spec, eq_capture *out);
 
-/* The one comparison path of every run, built-in or a user's: compares test against ref (gradients
- * by grad_tol), carries what assembling either run found (replicas that disagree: not as
- * expected), and adds what rounding-error theory says of the GEMM outputs the reference's model
- * names or its capture recorded operands for (harness/rounding_bound.h). */
-eq_status eq_compare_runs(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
-                          const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out);
+/* The one comparison path of every run, built-in or a user's: gathers the evidence, then judges
+ * it once (eq_judge, harness/verdict.h). The evidence: test against ref (gradients by grad_tol),
+ * each expected `expect` or, where kase is not NULL, as its [expect.<grads>] lines say; what
+ * assembling either run found (replicas that disagree: not as expected); what rounding-error theory
+ * says of the GEMM outputs the reference's model names or its capture recorded operands for
+ * (harness/rounding_bound.h); and, where truth is not NULL (--truth), both runs against that fp64
+ * run (harness/truth.h). */
+eq_status eq_compare_runs(const eq_capture *ref, const eq_capture *test, const eq_capture *truth,
+                          const eq_tolerance *tol, const eq_tolerance *grad_tol, eq_expect expect,
+                          const eq_case *kase, eq_comparison *out);
 
 #endif

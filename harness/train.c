@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/verdict.h"
 #include "models/model.h"
 
 eq_status eq_train_check(const eq_cli *cli, const eq_run_spec *spec)
@@ -258,6 +259,6 @@ eq_status eq_train_steps(const eq_cli *cli, const eq_run_spec *test_spec, const 
     cmp->steps = calloc(1, sizeof *cmp->steps);
     if (cmp->steps == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the curve");
     eq_status st = eq_train_curve(&ref_spec, test_spec, ref1, test1, cli->steps, &opt, cmp->steps);
-    if (st == EQ_OK) cmp->n_unexpected += eq_steps_curve_judge(cmp->steps);
+    if (st == EQ_OK) eq_judge(cmp); /* the comparison's verdict again, now with the curve */
     return st;
 }

@@ -38,8 +38,8 @@ void eq_train_optimizer(const eq_cli *cli, eq_optimizer_config *out);
 
 /* With --steps N > 1: runs steps 2..N of the reference (test_spec at dp1-tp1 without bugs) and of
  * test_spec, from step 1's captures ref1 and test1 (already run, dumped and compared into cmp),
- * attaches the curve to cmp->steps and adds 1 to cmp->n_unexpected when the curve is not as
- * expected. Without: nothing. */
+ * attaches the curve to cmp->steps and judges cmp again (eq_judge, harness/verdict.h), which
+ * counts a curve not as expected in cmp->n_unexpected. Without: nothing. */
 eq_status eq_train_steps(const eq_cli *cli, const eq_run_spec *test_spec, const eq_capture *ref1,
                          const eq_capture *test1, eq_comparison *cmp);
 

@@ -11,9 +11,9 @@
 #ifndef EQUIV_HARNESS_WORLD_H
 #define EQUIV_HARNESS_WORLD_H
 
-#include "harness/case_file.h"
 #include "harness/status.h"
 #include "reductions/collectives.h"
+#include "reductions/layout.h"
 
 /* Where the launcher says this process is. */
 typedef struct {

@@ -12,6 +12,7 @@
 
 #include "harness/status.h"
 #include "harness/tensor.h"
+#include "reductions/gpu_describe.h" /* eq_gpu_describe, for the callers that name the backend */
 
 /* The row and element ops a backend runs, with the signatures and rounding contract of
  * models/ops.h (eq_layernorm_forward, eq_gelu_forward, and the causal softmax of the attention).
@@ -89,10 +90,5 @@ void eq_cpu_prefer_avx512_openblas(char **argv);
 
 /* The CPU model ("AMD EPYC 9R14 96-Core Processor", from /proc/cpuinfo; "unknown" elsewhere). */
 const char *eq_cpu_model(char *buf, size_t len);
-
-/* The GPU this process opened, with its driver, CUDA runtime, cuBLAS (when --backend cuda loaded it)
- * and NCCL versions, for dumps and reports; "" when no device was opened (a CPU run) or equiv was
- * built without CUDA (models/cuda_device.c). */
-const char *eq_gpu_describe(char *buf, size_t len);
 
 #endif

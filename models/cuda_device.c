@@ -14,9 +14,8 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 #endif
-#include "models/backend.h"
-
 #include "harness/world.h"
+#include "reductions/gpu_describe.h"
 
 static struct {
     int open;

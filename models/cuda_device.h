@@ -49,7 +49,7 @@ double eq_cuda_now(void);
 void eq_cuda_time_add(eq_cuda_time_kind kind, double seconds, size_t bytes); /* GEMMs: FLOPs in bytes' place */
 
 /* Called by the cuBLAS backend once it has loaded cuBLAS (cublasGetVersion's number), so that
- * eq_gpu_describe (models/backend.h) can name it. */
+ * eq_gpu_describe (reductions/gpu_describe.h) can name it. */
 void eq_cuda_note_cublas_version(int version);
 /* Destroys the stream. Safe to call twice. Buffers are freed by their owners first. */
 void eq_cuda_close(void);

@@ -1,4 +1,4 @@
-/* Summary writers for the equivalence matrix (harness/matrix.h): one row per cell
+/* Summary writers for the equivalence matrix (harness/matrix_result.h): one row per cell
  *   case | dtype | layout | expected | observed | verdict | worst tensor | max |d|
  * with the verdict "as expected" or "NOT as expected", and the closing line of
  * eq_matrix_summary(). The per-tensor tables of every cell come from reports/report.h on
@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "harness/matrix.h"
+#include "harness/matrix_result.h"
 
 /* "equiv matrix: 8 cells, all as expected" or "equiv matrix: 8 cells, 2 NOT as expected". */
 const char *eq_matrix_summary(const eq_matrix *m, char *buf, size_t len);

@@ -13,6 +13,7 @@
 #include "reports/number_format.h"
 #include "reports/plot_svg.h"
 #include "reports/report.h"
+#include "reports/report_columns.h"
 #include "reports/report_steps.h"
 
 /* Four tensors give eight lines (max and mean each): about what one chart shows readably. */
@@ -196,38 +197,39 @@ cleanup:
     return st;
 }
 
-/* The verdict first (pass or FAIL), then what was observed, then seed 002 sections 3-4's columns,
- * the ULPs and mean(dist/ref); the full set is in the JSON. */
-static void write_table(FILE *out, const eq_comparison *c, int index, eq_role role, const char *heading)
+/* A per-layer table (reports/report_columns.h): the verdict first, then what was observed and seed
+ * 002 sections 3-4's columns; the full set is in the JSON. Each row links as "cN/<path>", its
+ * diagnosis in its title. */
+static void write_table(FILE *out, const eq_comparison *c, int index, const eq_report_section *section)
 {
-    if (count_role(c, role) == 0) return;
-    fprintf(out, "<h4>%s</h4>\n<table>\n<thead><tr><th>verdict</th><th>Layer</th><th>Tensor</th><th>observed</th>"
-                 "<th>max |d|</th><th>mean |d|</th><th>%%&gt;1e-3</th><th>%%&gt;1e-2</th><th>ULP@max</th>"
-                 "<th>max ULP</th><th>mean(dist/ref)</th></tr></thead>\n<tbody>\n",
-            heading);
+    if (count_role(c, section->role) == 0) return;
+    fprintf(out, "<h4>%s</h4>\n<table>\n<thead><tr>", section->heading);
+    for (int k = 0; k < eq_report_n_columns; k++) {
+        if (!(eq_report_columns[k].shown_in & EQ_COLUMN_HTML)) continue;
+        fprintf(out, "<th>");
+        eq_svg_escape(out, eq_report_columns[k].header);
+        fprintf(out, "</th>");
+    }
+    fprintf(out, "</tr></thead>\n<tbody>\n");
     for (int i = 0; i < c->count; i++) {
         const eq_tensor_result *r = &c->results[i];
-        if (r->role != role) continue;
-        char max[32], mean[32], s3[16], s2[16], observed[64], ulp_max[32], ulp_all[32], ratio[32];
+        if (r->role != section->role) continue;
         fprintf(out, "<tr id=\"c%d/", index);
         eq_svg_escape(out, r->path);
         fprintf(out, "\" class=\"%s\" title=\"", r->as_expected ? "ok" : "fail");
         eq_svg_escape(out, r->diagnosis);
-        fprintf(out, "\"><td class=\"verdict\">%s</td><td class=\"num\">%d</td><td>", eq_report_verdict_word(r),
-                r->layer);
-        eq_svg_escape(out, r->name);
-        fprintf(out, "</td><td>");
-        eq_svg_escape(out, eq_report_observed_text(r, c->expect, observed, sizeof observed));
-        fprintf(out, "</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">",
-                eq_format_sig(r->m.max_abs, 3, max, sizeof max), eq_format_sig(r->m.mean_abs, 3, mean, sizeof mean));
-        eq_svg_escape(out, eq_report_format_share(r->m.frac_above[1], s3, sizeof s3));
-        fprintf(out, "</td><td class=\"num\">");
-        eq_svg_escape(out, eq_report_format_share(r->m.frac_above[3], s2, sizeof s2));
-        if (r->m.n_mean_ratio == 0) snprintf(ratio, sizeof ratio, "-");
-        else eq_format_sig(r->m.mean_ratio, 4, ratio, sizeof ratio);
-        fprintf(out, "</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td></tr>\n",
-                eq_format_sig(r->m.ulp_at_max, 3, ulp_max, sizeof ulp_max),
-                eq_format_sig(r->m.max_ulp, 3, ulp_all, sizeof ulp_all), ratio);
+        fprintf(out, "\">");
+        for (int k = 0; k < eq_report_n_columns; k++) {
+            const eq_report_column *col = &eq_report_columns[k];
+            char text[160];
+            if (!(col->shown_in & EQ_COLUMN_HTML)) continue;
+            fprintf(out, "%s", col->kind == EQ_COLUMN_VERDICT  ? "<td class=\"verdict\">"
+                               : col->kind == EQ_COLUMN_NUMBER ? "<td class=\"num\">"
+                                                               : "<td>");
+            eq_svg_escape(out, col->text(r, c->expect, text, sizeof text));
+            fprintf(out, "</td>");
+        }
+        fprintf(out, "</tr>\n");
     }
     fprintf(out, "</tbody>\n</table>\n");
 }
@@ -422,9 +424,7 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
     EQ_TRY(eq_report_steps_html(out, c));
     if (count_role(c, EQ_ROLE_ACTIVATION) > 0) EQ_TRY(write_plot(out, c, EQ_ROLE_ACTIVATION, "activations"));
     if (count_role(c, EQ_ROLE_GRAD) > 0) EQ_TRY(write_plot(out, c, EQ_ROLE_GRAD, "gradients"));
-    write_table(out, c, index, EQ_ROLE_ACTIVATION, "Activations");
-    write_table(out, c, index, EQ_ROLE_GRAD, "Gradients");
-    write_table(out, c, index, EQ_ROLE_LOSS, "Losses");
+    for (int s = 0; s < eq_report_n_sections; s++) write_table(out, c, index, &eq_report_sections[s]);
     write_theory(out, c);
     write_truth(out, c);
     EQ_TRY(write_unexpected(out, c, index));

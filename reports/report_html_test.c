@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "harness/testing.h"
+#include "harness/verdict.h"
 #include "reports/report.h"
 
 #define EXPECT_HAS(text, part) EQ_EXPECT(strstr((text), (part)) != NULL, "report lacks '%s'", (part))
@@ -65,6 +66,7 @@ static void build_gpt_block(eq_comparison *c, eq_dtype dtype, const eq_tolerance
         add(cap, N_LAYERS - 1, "loss", EQ_ROLE_LOSS, 5.0, 2.0);
     }
     EQ_EXPECT_OK(eq_compare_captures(&ref, &test, tol, EQ_EXPECT_WITHIN, c));
+    eq_judge(c);
     eq_capture_free(&ref);
     eq_capture_free(&test);
 }
@@ -80,6 +82,7 @@ static void build_row_parallel(eq_comparison *c, const eq_tolerance *tol)
         for (int layer = 0; layer < 2; layer++)
             add(side == 0 ? &ref : &test, layer, "y", EQ_ROLE_ACTIVATION, layer, 1.0);
     EQ_EXPECT_OK(eq_compare_captures(&ref, &test, tol, EQ_EXPECT_WITHIN, c));
+    eq_judge(c);
     eq_capture_free(&ref);
     eq_capture_free(&test);
 }

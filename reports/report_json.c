@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "reports/report.h"
+#include "reports/report_columns.h"
 #include "reports/report_steps.h"
 
 static json_t *number(double v)
@@ -35,41 +36,17 @@ static json_t *number(double v)
     return json_real(v);
 }
 
-/* Keys for eq_metrics.frac_above, in eq_thresholds' order. */
-static const char *const frac_keys[EQ_N_THRESHOLDS] = {"frac_above_1e-4", "frac_above_1e-3", "frac_above_5e-3",
-                                                       "frac_above_1e-2"};
-_Static_assert(EQ_N_THRESHOLDS == 4, "frac_keys must name every threshold");
-
+/* Every metric, in eq_report_metrics' order (reports/report_columns.h). */
 static json_t *metrics_json(const eq_metrics *m)
 {
     json_t *o = json_object();
     int bad = o == NULL;
-    bad |= json_object_set_new(o, "count", json_integer(m->count));
-    bad |= json_object_set_new(o, "n_finite", json_integer(m->n_finite));
-    bad |= json_object_set_new(o, "nan_ref", json_integer(m->nan_ref));
-    bad |= json_object_set_new(o, "inf_ref", json_integer(m->inf_ref));
-    bad |= json_object_set_new(o, "nan_test", json_integer(m->nan_test));
-    bad |= json_object_set_new(o, "inf_test", json_integer(m->inf_test));
-    bad |= json_object_set_new(o, "nonfinite_mismatch", json_integer(m->nonfinite_mismatch));
-    bad |= json_object_set_new(o, "n_differ", json_integer(m->n_differ));
-    bad |= json_object_set_new(o, "max_abs", number(m->max_abs));
-    bad |= json_object_set_new(o, "mean_abs", number(m->mean_abs));
-    bad |= json_object_set_new(o, "median_abs", number(m->median_abs));
-    bad |= json_object_set_new(o, "argmax", json_integer(m->argmax));
-    for (int k = 0; k < EQ_N_THRESHOLDS; k++)
-        bad |= json_object_set_new(o, frac_keys[k], number(m->frac_above[k]));
-    bad |= json_object_set_new(o, "max_ulp", number(m->max_ulp));
-    bad |= json_object_set_new(o, "ulp_at_max", number(m->ulp_at_max));
-    bad |= json_object_set_new(o, "rel_fro", number(m->rel_fro));
-    bad |= json_object_set_new(o, "cosine", number(m->cosine));
-    bad |= json_object_set_new(o, "ls_scale", number(m->ls_scale));
-    bad |= json_object_set_new(o, "mean_ratio", number(m->mean_ratio));
-    bad |= json_object_set_new(o, "worst_rel", number(m->worst_rel));
-    bad |= json_object_set_new(o, "ref_absmax", number(m->ref_absmax));
-    bad |= json_object_set_new(o, "ref_mean", number(m->ref_mean));
-    bad |= json_object_set_new(o, "ref_std", number(m->ref_std));
-    bad |= json_object_set_new(o, "n_outside", json_integer(m->n_outside));
-    bad |= json_object_set_new(o, "max_tol_ratio", number(m->max_tol_ratio));
+    for (int k = 0; k < eq_report_n_metrics && !bad; k++) {
+        const eq_report_metric *metric = &eq_report_metrics[k];
+        const char *at = (const char *)m + metric->offset;
+        bad |= json_object_set_new(o, metric->key, metric->kind == EQ_METRIC_COUNT ? json_integer(*(const int64_t *)at)
+                                                                                   : number(*(const double *)at));
+    }
     if (bad) json_decref(o);
     return bad ? NULL : o;
 }

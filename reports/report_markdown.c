@@ -12,6 +12,7 @@
 #include "harness/truth.h"
 #include "reports/number_format.h"
 #include "reports/report.h"
+#include "reports/report_columns.h"
 #include "reports/report_steps.h"
 
 const char *eq_report_format_value(double v, int decimals, char *buf, size_t len)
@@ -33,14 +34,6 @@ const char *eq_report_format_share(double fraction, char *buf, size_t len)
     return buf;
 }
 
-/* A layer number, or "-" for a tensor of no layer (a user's run: the loss, an embedding). */
-static const char *format_layer(int layer, char *buf, size_t len)
-{
-    if (layer < 0) snprintf(buf, len, "-");
-    else snprintf(buf, len, "%d", layer);
-    return buf;
-}
-
 const char *eq_report_verdict_word(const eq_tensor_result *r) { return r->as_expected ? "pass" : "FAIL"; }
 
 /* "OUTSIDE", "OUTSIDE (expected differs)" where the tensor's expectation is not the comparison's,
@@ -51,11 +44,6 @@ const char *eq_report_observed_text(const eq_tensor_result *r, eq_expect compari
         snprintf(buf, len, "%s (expected %s)", eq_observed_name(r->observed), eq_expect_name(r->expect));
     else snprintf(buf, len, "%s", eq_observed_name(r->observed));
     return buf;
-}
-
-static const char *format_verdict(const eq_tensor_result *r)
-{
-    return r->as_expected ? "pass" : "**FAIL**";
 }
 
 /* "2 parameters bit-identical after gathering, 1 input bit-identical" (or how many are not). */
@@ -91,24 +79,27 @@ static void write_params_line(FILE *out, const eq_comparison *c)
     fprintf(out, ".\n\n");
 }
 
-/* The per-layer tables, one section per role, each only when the comparison holds that role. */
-static const struct {
-    eq_role role;
-    const char *heading;
-} table_sections[] = {
-    {EQ_ROLE_ACTIVATION, "Activations"},
-    {EQ_ROLE_GRAD, "Gradients"},
-    {EQ_ROLE_LOSS, "Losses"},
-};
-#define N_TABLE_SECTIONS (int)(sizeof table_sections / sizeof table_sections[0])
-
+/* The header and alignment rows of a per-layer table (reports/report_columns.h): '|' escaped,
+ * each alignment cell as wide as its header plus two, numbers right-aligned. */
 static void write_table_header(FILE *out)
 {
-    /* seed 002 section 2.2's columns after the verdict; the 5e-3 share is in the JSON. */
-    fprintf(out, "| verdict | Layer | Tensor | observed | max \\|d\\| | mean \\|d\\| | median \\|d\\| | %%>1e-4 | %%>1e-3 | "
-                 "%%>1e-2 | ULP@max | max ULP | mean(dist/ref) | worst rel |\n");
-    fprintf(out, "|---------|------:|--------|----------|--------:|---------:|-----------:|-------:|-------:|-------:|"
-                 "--------:|--------:|---------------:|----------:|\n");
+    fputc('|', out);
+    for (int k = 0; k < eq_report_n_columns; k++) {
+        if (!(eq_report_columns[k].shown_in & EQ_COLUMN_MARKDOWN)) continue;
+        fputc(' ', out);
+        for (const char *ch = eq_report_columns[k].header; *ch != '\0'; ch++) {
+            if (*ch == '|') fputc('\\', out);
+            fputc(*ch, out);
+        }
+        fputs(" |", out);
+    }
+    fputs("\n|", out);
+    for (int k = 0; k < eq_report_n_columns; k++) {
+        if (!(eq_report_columns[k].shown_in & EQ_COLUMN_MARKDOWN)) continue;
+        for (size_t d = strlen(eq_report_columns[k].header) + 1; d > 0; d--) fputc('-', out);
+        fputs(eq_report_columns[k].kind == EQ_COLUMN_NUMBER ? ":|" : "-|", out);
+    }
+    fputc('\n', out);
 }
 
 /* mean(dist/ref) where some element's reference is at least the tensor's rms, else "-". */
@@ -119,33 +110,32 @@ static const char *format_mean_ratio(const eq_metrics *m, char *buf, size_t len)
     return buf;
 }
 
+/* One row: a cell per column; a FAIL in bold; an empty cell as " |". */
 static void write_row(FILE *out, const eq_tensor_result *r, eq_expect comparison_expect)
 {
-    char max[32], mean[32], median[32], s4[16], s3[16], s2[16], observed[64], layer[16], ulp_max[32], ulp_all[32],
-        ratio[32], rel[32];
-    fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", format_verdict(r),
-            format_layer(r->layer, layer, sizeof layer), r->name,
-            eq_report_observed_text(r, comparison_expect, observed, sizeof observed),
-            eq_format_sig(r->m.max_abs, 3, max, sizeof max), eq_format_sig(r->m.mean_abs, 3, mean, sizeof mean),
-            eq_format_sig(r->m.median_abs, 3, median, sizeof median),
-            eq_report_format_share(r->m.frac_above[0], s4, sizeof s4),
-            eq_report_format_share(r->m.frac_above[1], s3, sizeof s3),
-            eq_report_format_share(r->m.frac_above[3], s2, sizeof s2),
-            eq_format_sig(r->m.ulp_at_max, 3, ulp_max, sizeof ulp_max),
-            eq_format_sig(r->m.max_ulp, 3, ulp_all, sizeof ulp_all), format_mean_ratio(&r->m, ratio, sizeof ratio),
-            eq_format_sig(r->m.worst_rel, 2, rel, sizeof rel));
+    fputc('|', out);
+    for (int k = 0; k < eq_report_n_columns; k++) {
+        const eq_report_column *col = &eq_report_columns[k];
+        char text[160];
+        if (!(col->shown_in & EQ_COLUMN_MARKDOWN)) continue;
+        col->text(r, comparison_expect, text, sizeof text);
+        const char *bold = col->kind == EQ_COLUMN_VERDICT && !r->as_expected ? "**" : "";
+        if (text[0] == '\0') fputs(" |", out);
+        else fprintf(out, " %s%s%s |", bold, text, bold);
+    }
+    fputc('\n', out);
 }
 
 static void write_tables(FILE *out, const eq_comparison *c)
 {
     int tables = 0;
-    for (int s = 0; s < N_TABLE_SECTIONS; s++) {
+    for (int s = 0; s < eq_report_n_sections; s++) {
         int rows = 0;
         for (int i = 0; i < c->count; i++) {
             const eq_tensor_result *r = &c->results[i];
-            if (r->role != table_sections[s].role) continue;
+            if (r->role != eq_report_sections[s].role) continue;
             if (rows++ == 0) {
-                fprintf(out, "#### %s\n\n", table_sections[s].heading);
+                fprintf(out, "#### %s\n\n", eq_report_sections[s].heading);
                 write_table_header(out);
             }
             write_row(out, r, c->expect);
@@ -155,7 +145,15 @@ static void write_tables(FILE *out, const eq_comparison *c)
     }
     if (tables == 0) {
         write_table_header(out);
-        fprintf(out, "| - | - | (no activations, gradients or losses captured) | | | | | | | | | | | |\n\n");
+        /* verdict and Layer "-", the note under Tensor, the other cells empty */
+        int cell = 0;
+        fputc('|', out);
+        for (int k = 0; k < eq_report_n_columns; k++) {
+            if (!(eq_report_columns[k].shown_in & EQ_COLUMN_MARKDOWN)) continue;
+            fputs(cell < 2 ? " - |" : cell == 2 ? " (no activations, gradients or losses captured) |" : " |", out);
+            cell++;
+        }
+        fprintf(out, "\n\n");
     }
 }
 
@@ -185,7 +183,7 @@ static void write_theory(FILE *out, const eq_comparison *c)
         const char *reading = eq_theory_reading(th, r->m.max_abs);
         const char *bold = th->det_ratio > 1.0 ? "**" : "";
         fprintf(out, "| %s%s%s | %s | %s | %lld | %d -> %d | %s | %s | %s | %s | %s | %s |\n", bold, reading, bold,
-                format_layer(r->layer, layer, sizeof layer), r->name, (long long)th->terms, th->ref_partitions,
+                eq_report_format_layer(r->layer, layer, sizeof layer), r->name, (long long)th->terms, th->ref_partitions,
                 th->test_partitions, eq_format_sig(r->m.max_abs, 3, max, sizeof max),
                 eq_format_sig(th->det_ratio, 3, det_ratio, sizeof det_ratio),
                 eq_format_sig(th->prob_ratio, 3, prob_ratio, sizeof prob_ratio),
@@ -216,7 +214,7 @@ static void write_truth(FILE *out, const eq_comparison *c)
         }
         char ref_max[32], test_max[32], ref_rel[32], test_rel[32], reading[64], layer[16];
         fprintf(out, "| %s | %s | %s | %s | %s | %s | %s |\n", eq_truth_reading(&r->truth, reading, sizeof reading),
-                format_layer(r->layer, layer, sizeof layer), r->name,
+                eq_report_format_layer(r->layer, layer, sizeof layer), r->name,
                 eq_format_sig(r->truth.ref_max, 3, ref_max, sizeof ref_max),
                 eq_format_sig(r->truth.test_max, 3, test_max, sizeof test_max),
                 eq_format_sig(r->truth.ref_rel, 3, ref_rel, sizeof ref_rel),

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "harness/testing.h"
+#include "harness/verdict.h"
 #include "reports/report.h"
 #include "reports/report_steps.h"
 
@@ -54,7 +55,6 @@ int main(void)
     c.test_meta.tp = 2;
     c.ref_meta = c.test_meta;
     c.ref_meta.dp = c.ref_meta.tp = 1;
-    c.n_unexpected = 1; /* the curve's, as eq_train_steps counts it */
     eq_steps_curve *s = calloc(1, sizeof *s);
     c.steps = s;
     s->n_steps = N_STEPS;
@@ -79,6 +79,8 @@ int main(void)
     s->verdict = (eq_curve_verdict){.cls = EQ_CURVE_FACTOR, .drift = 0.5, .grad_ratio = 0.5, .grad_ratio_step = 1,
                                     .loss_rel = 0.5};
     snprintf(s->verdict.why, sizeof s->verdict.why, "gradient norm 0.500x the reference's");
+    eq_judge(&c); /* no tensor, no finding: the curve's 1 not as expected */
+    EQ_EXPECT(c.n_unexpected == 1 && !s->as_expected, "judged: %d not as expected", c.n_unexpected);
 
     char *md = render(markdown_only_steps, &c);
     if (md == NULL) md = strdup("");

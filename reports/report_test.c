@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "harness/testing.h"
+#include "harness/verdict.h"
 #include "reports/report.h"
 
 #define EXPECT_HAS(text, part) EQ_EXPECT(strstr((text), (part)) != NULL, "report lacks '%s'", (part))
@@ -67,6 +68,7 @@ static void build_row_parallel(eq_comparison *c)
         add(cap, 1, "loss", EQ_ROLE_LOSS, 5.0, 2.0);
     }
     EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &fp32_1_layer, EQ_EXPECT_WITHIN, c));
+    eq_judge(c);
     eq_capture_free(&ref);
     eq_capture_free(&test);
 }
@@ -84,6 +86,7 @@ static void build_zero_tolerance(eq_comparison *c)
     add(&ref, 0, "y", EQ_ROLE_ACTIVATION, 0.0, 1.0);
     add(&test, 0, "y", EQ_ROLE_ACTIVATION, 0.0, 1.0 + 1e-6);
     EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &zero, EQ_EXPECT_DIFFERS, c));
+    eq_judge(c);
     eq_capture_free(&ref);
     eq_capture_free(&test);
 }

@@ -1,0 +1,45 @@
+/* A comparison's verdict from its evidence (verdict.h). */
+#include "harness/verdict.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "harness/train_curve.h"
+
+/* What the metrics and the rounding-error bound say the difference is, into observed and diagnosis. */
+static void observe(eq_tensor_result *res)
+{
+    res->observed = eq_observe(&res->m);
+    eq_diagnose(&res->m, res->diagnosis, sizeof res->diagnosis);
+    if (res->theory.applies && res->theory.det_ratio > 1.0 && res->observed == EQ_OBS_WITHIN) {
+        res->observed = EQ_OBS_OUTSIDE;
+        snprintf(res->diagnosis, sizeof res->diagnosis,
+                 "above the rounding-error bound (x%.3g of it): no summation order explains it", res->theory.det_ratio);
+    }
+}
+
+/* Is the observed difference the one expected, of the size a differs states? (observe first) */
+static int met(eq_tensor_result *res)
+{
+    if (!eq_expectation_met(res->expect, res->observed)) return 0;
+    if (res->expect != EQ_EXPECT_DIFFERS || eq_expect_size_met(&res->expect_size, res->m.worst_rel, res->m.ls_scale))
+        return 1;
+    const eq_expect_size *size = &res->expect_size;
+    size_t used = strlen(res->diagnosis);
+    snprintf(res->diagnosis + used, sizeof res->diagnosis - used, "; %s %.3g, expected differs %s %.3g..%.3g",
+             eq_size_metric_name(size->metric), size->metric == EQ_SIZE_REL ? res->m.worst_rel : res->m.ls_scale,
+             eq_size_metric_name(size->metric), size->lo, size->hi);
+    return 0;
+}
+
+void eq_judge(eq_comparison *cmp)
+{
+    cmp->n_unexpected = cmp->n_findings;
+    for (int i = 0; i < cmp->count; i++) {
+        eq_tensor_result *res = &cmp->results[i];
+        observe(res);
+        res->as_expected = met(res);
+        cmp->n_unexpected += !res->as_expected;
+    }
+    if (cmp->steps != NULL) cmp->n_unexpected += eq_steps_curve_judge(cmp->steps); /* --steps N: the curve */
+}

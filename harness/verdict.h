@@ -1,0 +1,26 @@
+/* The verdict of a comparison, computed once, from its evidence.
+ *
+ * Comparing gathers evidence only (eq_compare_runs, harness/runner.h): each result's metrics, the
+ * expectation for its role or the case's line for its name (expect, expect_size), what rounding-
+ * error theory says of it (theory) and how far each run is from the fp64 truth (truth); and the
+ * comparison's findings from assembling the runs. eq_judge reads that evidence and writes, per result:
+ *   observed     eq_observe of the metrics, raised from within to outside when |d| is above the
+ *                deterministic rounding-error bound somewhere (no summation order explains it,
+ *                however loose the tolerance table is);
+ *   diagnosis    eq_diagnose of the metrics, or the bound's sentence when it raised observed; a
+ *                differs whose stated size is not met gets the size it had and the one expected
+ *                appended ("; rel 6.7e-11, expected differs rel 3e-4..1e-2");
+ *   as_expected  the expectation met by observed and, for a differs, the size met by worst_rel or
+ *                ls_scale (harness/tolerance.h);
+ * and the comparison's n_unexpected: the results not as expected, plus one per finding, plus one
+ * for a training curve not as expected (--steps N: eq_steps_curve_judge, harness/train_curve.h). Nothing
+ * else writes these fields, so the verdict does not depend on the order the evidence arrived in,
+ * and judging twice gives the same verdict. The truth run informs the reader, never the verdict. */
+#ifndef EQUIV_HARNESS_VERDICT_H
+#define EQUIV_HARNESS_VERDICT_H
+
+#include "harness/compare.h"
+
+void eq_judge(eq_comparison *cmp);
+
+#endif

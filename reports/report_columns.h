@@ -1,0 +1,64 @@
+/* What the reports show of a result, described once: the metrics of the JSON report (key, where
+ * eq_metrics holds it) and the per-layer tables of the Markdown and HTML reports, their sections (one
+ * per role) and columns (header, how a result's value is written, which writers show it, which JSON
+ * metric it is). The writers render this description: a new metric is one row of eq_report_metrics
+ * (and its property in reports/report.schema.json), a new table column one row of eq_report_columns.
+ * report_columns_test holds the rows to the schema, to the writers' output and to the glossary
+ * (reports/how_to_read.c, README's "How to read this report"), which defines each column. */
+#ifndef EQUIV_REPORTS_REPORT_COLUMNS_H
+#define EQUIV_REPORTS_REPORT_COLUMNS_H
+
+#include <stddef.h>
+
+#include "harness/compare.h"
+
+/* The writers a column appears in. */
+#define EQ_COLUMN_MARKDOWN 1u
+#define EQ_COLUMN_HTML 2u
+#define EQ_COLUMN_BOTH (EQ_COLUMN_MARKDOWN | EQ_COLUMN_HTML)
+
+typedef enum {
+    EQ_COLUMN_VERDICT, /* "pass" or "FAIL": Markdown bolds a FAIL, HTML gives the cell class "verdict" */
+    EQ_COLUMN_TEXT,    /* left-aligned */
+    EQ_COLUMN_NUMBER,  /* right-aligned (Markdown "--:", HTML class "num") */
+} eq_column_kind;
+
+typedef struct {
+    const char *header;      /* plain text ("max |d|"): each writer escapes it */
+    eq_column_kind kind;
+    unsigned shown_in;       /* EQ_COLUMN_* */
+    const char *json_metric; /* the key under a JSON result's "metrics" that holds the value, or NULL */
+    /* The cell's plain text; comparison_expect is the comparison's own expectation (the observed
+     * column names a tensor's expectation where it differs from it). */
+    const char *(*text)(const eq_tensor_result *r, eq_expect comparison_expect, char *buf, size_t len);
+} eq_report_column;
+
+extern const eq_report_column eq_report_columns[];
+extern const int eq_report_n_columns;
+
+/* Every metric of a result as the JSON report writes it under "metrics", in that order: its key and
+ * where eq_metrics holds it. reports/report.schema.json requires exactly these keys
+ * (report_columns_test); a table column shows one of them by its key. */
+typedef enum { EQ_METRIC_COUNT, EQ_METRIC_REAL } eq_metric_kind; /* int64_t, double */
+typedef struct {
+    const char *key;
+    eq_metric_kind kind;
+    size_t offset; /* offsetof(eq_metrics, ...) */
+} eq_report_metric;
+
+extern const eq_report_metric eq_report_metrics[];
+extern const int eq_report_n_metrics;
+
+/* The tables, in order: one per role, shown when the comparison holds a result of that role. */
+typedef struct {
+    eq_role role;
+    const char *heading; /* "Activations" */
+} eq_report_section;
+
+extern const eq_report_section eq_report_sections[];
+extern const int eq_report_n_sections;
+
+/* A layer number, or "-" for a tensor of no layer (a user's run: the loss, an embedding). */
+const char *eq_report_format_layer(int layer, char *buf, size_t len);
+
+#endif
