@@ -2,13 +2,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "harness/run_cell.h"
 #include "reports/report.h"
 #include "reports/report_steps.h"
 
 const char *eq_report_run_name(const eq_run_meta *meta, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s %s dp%d-tp%d", meta->case_name, eq_dtype_name(meta->dtype), meta->dp, meta->tp);
-    return buf;
+    return eq_cell_title(meta, buf, len);
 }
 
 int eq_report_worse_first(const eq_tensor_result *a, const eq_tensor_result *b)
