@@ -56,6 +56,11 @@ curve "$work/steps/report.json" 's["class"] == "rounding" and s["as_expected"] a
     "dp2-tp2 bf16: rounding"
 curve "$work/steps/report.json" 's["optimizer"] == {"name": "adam", "lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-08}' \
     "Adam with torch's defaults recorded"
+if "$py" -c 'import json, sys
+c = json.load(open(sys.argv[1]))["comparisons"][0]
+sys.exit(0 if all((c[r]["steps"], c[r]["optimizer"], c[r]["lr"]) == (6, "adam", 0.001) for r in ("reference", "test")) else 1)' \
+    "$work/steps/report.json"; then echo "ok: both run objects record steps, optimizer and lr"
+else echo "FAIL: the run objects lack steps 6, adam, lr 0.001"; fail=1; fi
 if grep -q '^#### Training curve: 6 steps, adam' "$work/steps/report.md"; then echo "ok: report.md has the curve"
 else echo "FAIL: report.md lacks the training curve"; fail=1; fi
 if grep -q '<svg' "$work/steps/report.html" && grep -q 'data-name="drift"' "$work/steps/report.html"; then

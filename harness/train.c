@@ -256,6 +256,12 @@ eq_status eq_train_steps(const eq_cli *cli, const eq_run_spec *test_spec, const 
     /* the progress line counts these runs too: two per later step */
     eq_progress *progress = test_spec->step.progress;
     if (progress != NULL) eq_progress_plan(progress, progress->n_runs + 2 * (cli->steps - 1));
+    eq_run_meta *runs[2] = {&cmp->ref_meta, &cmp->test_meta}; /* the report's run objects say how they trained */
+    for (int i = 0; i < 2; i++) {
+        runs[i]->steps = cli->steps;
+        snprintf(runs[i]->optimizer, sizeof runs[i]->optimizer, "%s", eq_optimizer_name(opt.kind));
+        runs[i]->lr = opt.lr;
+    }
     cmp->steps = calloc(1, sizeof *cmp->steps);
     if (cmp->steps == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the curve");
     eq_status st = eq_train_curve(&ref_spec, test_spec, ref1, test1, cli->steps, &opt, cmp->steps);
