@@ -366,9 +366,9 @@ static eq_status pick_command(eq_cli *cli, const char *const *positional, int n_
 /* --steps with the options it goes with: a many-step run keeps both runs in this process. */
 static eq_status check_steps(const eq_cli *cli)
 {
-    if (cli->steps > 1 && strcmp(cli->transport, "sim") != 0)
+    if (cli->steps > 1 && cli->comm != NULL && cli->comm->multi_process)
         return EQ_FAIL(EQ_ERR_USAGE, "--steps %d runs under --comm sim only (both runs train in this process; "
-                       "--comm %s is not supported yet)", cli->steps, cli->transport);
+                       "--comm %s is not supported yet)", cli->steps, cli->comm->name);
     if (cli->steps > 1 && cli->forward_only)
         return EQ_FAIL(EQ_ERR_USAGE, "--steps %d trains on the gradients: not with --forward-only", cli->steps);
     if (cli->steps <= 1 && (cli->has_optimizer || cli->has_lr))
