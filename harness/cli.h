@@ -21,6 +21,9 @@ typedef enum {
 } eq_command;
 typedef enum { EQ_FORMAT_MARKDOWN, EQ_FORMAT_JSON, EQ_FORMAT_HTML } eq_format;
 
+/* The most --steps a run takes (each step runs the reference and the layout again). */
+#define EQ_STEPS_MAX 10000
+
 typedef struct {
     eq_command command;
     /* run */
@@ -40,6 +43,10 @@ typedef struct {
     unsigned bugs;                     /* eq_bug flags to inject into the layout's run, never the reference */
     int forward_only;                  /* --forward-only: no backward, no gradients */
     int truth;                         /* --truth: both runs also against the fp64 run (harness/truth.h) */
+    int steps;                         /* --steps N: optimizer steps of both runs (1: the one step; harness/train.h) */
+    int optimizer;                     /* --optimizer: an eq_optimizer_kind (harness/optimizer.h), adam unless given */
+    int has_optimizer, has_lr;         /* given on the command line */
+    double lr;                         /* --lr (has_lr), else the optimizer's default */
     /* compare (two dumps), diff (two report.json) */
     const char *compare_paths[2];
     double growth;                     /* diff: a layer regressed when its divergence grew past this factor */

@@ -16,6 +16,7 @@
 #include "harness/plan.h"
 #include "harness/run_load.h"
 #include "harness/runner.h"
+#include "harness/train.h"
 #include "harness/world.h"
 #include "models/backend.h"
 #include "models/models.h"
@@ -213,6 +214,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     }
     const int n_layouts = eq_plan_layouts(kase, (eq_layout){cli->dp, cli->tp}, layouts);
     EQ_TRY(check_comm(cli, &spec));
+    EQ_TRY(eq_train_check(cli, &spec));
     for (int i = 0; i < n_dtypes; i++) {
         EQ_TRY(eq_plan_case_tolerances(table, paths.tolerances, kase, dtypes[i], &tols[dtypes[i]],
                                        &grad_tols[dtypes[i]]));
@@ -282,6 +284,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
             EQ_TRY(eq_compare_runs(&ref, &test, cli->truth ? &truth : NULL, &tols[dtypes[i]], &grad_tols[dtypes[i]],
                                    expect, kase, &cmps[n_cmps]));
             n_cmps++;
+            EQ_TRY(eq_train_steps(cli, &spec, &ref, &test, &cmps[n_cmps - 1])); /* --steps N: steps 2..N */
             eq_capture_free(&test);
         }
         eq_capture_free(&ref);

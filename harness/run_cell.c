@@ -67,6 +67,10 @@ const eq_cell_field eq_cell_fields[] = {
     {"step", EQ_CELL_I64, MEMBER(step), EQ_CELL_ATTR_IF_SET | EQ_CELL_JSON_IF_SOURCE, "0", NULL, NULL, 21, 19, 0,
      INT64_MAX},
     {"environment", EQ_CELL_TEXT, MEMBER(env), EQ_CELL_JSON_IF_SOURCE, "", NULL, NULL, -1, 20, NO_RANGE},
+    /* A many-step run (--steps N > 1): in the report's run objects only, set by the driver. */
+    {"steps", EQ_CELL_INT, MEMBER(steps), EQ_CELL_JSON_IF_SET, "0", NULL, NULL, -1, 23, 0, 10000},
+    {"optimizer", EQ_CELL_TEXT, MEMBER(optimizer), EQ_CELL_JSON_IF_SET, "", NULL, NULL, -1, 24, NO_RANGE},
+    {"lr", EQ_CELL_F64, MEMBER(lr), EQ_CELL_JSON_IF_SET, "0", NULL, NULL, -1, 25, NO_RANGE},
 };
 const int eq_cell_field_count = (int)(sizeof eq_cell_fields / sizeof eq_cell_fields[0]);
 

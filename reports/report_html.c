@@ -14,6 +14,7 @@
 #include "reports/plot_svg.h"
 #include "reports/report.h"
 #include "reports/report_columns.h"
+#include "reports/report_steps.h"
 
 /* Four tensors give eight lines (max and mean each): about what one chart shows readably. */
 #define MAX_PLOTTED_NAMES 4
@@ -420,6 +421,7 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
     }
     write_findings(out, c);
     write_params_line(out, c);
+    EQ_TRY(eq_report_steps_html(out, c));
     if (count_role(c, EQ_ROLE_ACTIVATION) > 0) EQ_TRY(write_plot(out, c, EQ_ROLE_ACTIVATION, "activations"));
     if (count_role(c, EQ_ROLE_GRAD) > 0) EQ_TRY(write_plot(out, c, EQ_ROLE_GRAD, "gradients"));
     for (int s = 0; s < eq_report_n_sections; s++) write_table(out, c, index, &eq_report_sections[s]);

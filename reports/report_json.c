@@ -12,7 +12,8 @@
  *                                  "expect_size": {"metric": "rel", "lo", "hi"} for a differs
  *                                  that states its size,
  *                                  "theory": {...} where a rounding bound applies,
- *                                  "truth": {...} with --truth}]}],
+ *                                  "truth": {...} with --truth}],
+ *                     "steps": {...} with --steps N > 1 (reports/report_steps.h)}],
  *    "summary": {"comparisons", "tensors", "unexpected", "line"}}
  *
  * JSON has no NaN or Infinity. A non-finite metric (max_tol_ratio under a zero tolerance,
@@ -27,6 +28,7 @@
 #include "harness/run_cell.h"
 #include "reports/report.h"
 #include "reports/report_columns.h"
+#include "reports/report_steps.h"
 
 static json_t *number(double v)
 {
@@ -189,6 +191,7 @@ static json_t *comparison_json(const eq_comparison *c)
     bad |= json_object_set_new(o, "tensors", json_integer(c->count));
     bad |= json_object_set_new(o, "unexpected", json_integer(c->n_unexpected));
     bad |= json_object_set_new(o, "results", results);
+    if (c->steps != NULL) bad |= json_object_set_new(o, "steps", eq_report_steps_json(c->steps));
     if (c->n_findings > 0) {
         json_t *findings = json_array();
         bad |= findings == NULL;

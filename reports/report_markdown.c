@@ -13,6 +13,7 @@
 #include "reports/number_format.h"
 #include "reports/report.h"
 #include "reports/report_columns.h"
+#include "reports/report_steps.h"
 
 const char *eq_report_format_value(double v, int decimals, char *buf, size_t len)
 {
@@ -329,6 +330,7 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c)
     write_runs(out, c);
     write_findings(out, c);
     write_params_line(out, c);
+    eq_report_steps_markdown(out, c);
     write_tables(out, c);
     write_theory(out, c);
     write_truth(out, c);
