@@ -82,6 +82,10 @@ eq_status eq_cell_run_and_judge(eq_cell_loop *loop, const eq_cell *cell, eq_capt
     eq_progress_phase(cell->spec.step.progress, "compare with dp1-tp1", 0, 0, -1.0);
     EQ_TRY(eq_compare_runs(&loop->ref, &test, loop->truth, &cell->tol, &cell->grad_tol, cell->expect,
                            cell->spec.kase, out));
+    if (loop->judged != NULL) {
+        st = loop->judged(loop->ctx, &cell->spec, &loop->ref, &test, out);
+        if (st != EQ_OK) eq_comparison_free(out);
+    }
 cleanup:
     eq_capture_free(&test);
     return st;

@@ -38,10 +38,16 @@ int eq_cells_runs(const eq_cell *cells, int n);
 /* How a cell's runs are made: eq_run, or the command's own (run: timed, noted, dumped). */
 typedef eq_status (*eq_cell_run_fn)(void *ctx, const eq_run_spec *spec, eq_capture *out);
 
+/* What a command adds to a judged cell (run: --steps' steps 2..N, eq_train_steps), from the cell's
+ * spec and the two step-1 captures. */
+typedef eq_status (*eq_cell_judged_fn)(void *ctx, const eq_run_spec *spec, const eq_capture *ref,
+                                       const eq_capture *test, eq_comparison *cmp);
+
 /* The state of a loop over cells: the reference of the last (case, dtype), cached. */
 typedef struct {
     eq_cell_run_fn run; /* NULL: eq_run */
-    void *ctx;
+    eq_cell_judged_fn judged; /* NULL: nothing */
+    void *ctx;                /* of run and judged */
     const eq_capture *truth; /* --truth: the fp64 dp1-tp1 run every cell is also judged against */
     eq_capture ref;
     const eq_case *ref_case; /* ref's case and dtype; NULL: no reference yet */
@@ -50,7 +56,7 @@ typedef struct {
 
 /* Runs cell (its reference first when the loop's is of another case or dtype) and judges it into
  * out. `done`, when not NULL, is the layout's run already made (--comm mpi: by every rank, first);
- * it is taken (freed here). */
+ * it is taken (freed here). out is set only when this succeeds. */
 eq_status eq_cell_run_and_judge(eq_cell_loop *loop, const eq_cell *cell, eq_capture *done, eq_comparison *out);
 
 /* Frees the loop's reference. */

@@ -7,6 +7,7 @@
 
 #include "equiv_config.h"
 #include "harness/atomic_file.h"
+#include "harness/cells.h"
 #include "harness/comms.h"
 #include "harness/compare.h"
 #include "harness/data_home.h"
@@ -158,137 +159,172 @@ static eq_status start_world(const eq_cli *cli, eq_world *world, int *have_world
     return comm->start_world(world, (eq_layout){cli->dp ? cli->dp : 1, cli->tp ? cli->tp : 1}, cli->algo);
 }
 
+/* A run request, planned: its case, tolerance table and backend, and its cells. */
+typedef struct {
+    eq_paths paths;
+    eq_case kase;
+    eq_tolerance_table table;
+    const eq_backend *backend; /* released at the end (device buffers) */
+    eq_cell cells[MAX_COMPARISONS];
+    int n_cells;
+} run_plan;
+
+/* The dtypes to run: --dtype's, or with none every dtype the case lists; returns how many. */
+static int plan_dtypes(const eq_cli *cli, const eq_case *kase, eq_dtype *dtypes)
+{
+    if (!cli->all_dtypes) {
+        dtypes[0] = cli->dtype;
+        return 1;
+    }
+    memcpy(dtypes, kase->dtypes, sizeof *dtypes * (size_t)kase->n_dtypes);
+    return kase->n_dtypes;
+}
+
+/* The request's settings of every run, on spec: backend, transport, algorithm, seed, ... */
+static eq_status plan_settings(const eq_cli *cli, const run_plan *plan, const eq_backend_choice *backend_choice,
+                               eq_run_spec *spec)
+{
+    spec->step.backend = plan->backend;
+    /* every rank in this process: the same algorithm-exact collectives, folded where the backend computes */
+    if (!cli->comm->multi_process) spec->step.transport = backend_choice->in_process;
+    spec->step.algo = cli->algo;
+    spec->step.nccl = cli->nccl;
+    spec->step.seed = cli->seed;
+    spec->step.grads = (eq_grad_convention)cli->grads;
+    spec->step.forward_only = cli->forward_only;
+    eq_status st = eq_numerics_of(spec->step.size, cli->numerics, &spec->step.numerics);
+    if (st != EQ_OK) return st;
+    if (spec->step.numerics == EQ_NUMERICS_MEGATRON_TF32 && plan->backend != &eq_backend_cpu)
+        return EQ_FAIL(EQ_ERR_USAGE, "numerics megatron_tf32 emulates TF32 on the CPU backend only (--backend %s)",
+                       plan->backend->name);
+    return EQ_OK;
+}
+
+/* Everything the user asked for, checked before anything runs or is written, into plan's cells
+ * (their progress: *progress). */
+static eq_status plan_run(const eq_cli *cli, eq_progress *progress, run_plan *plan)
+{
+    eq_status st = EQ_OK;
+    const eq_backend_choice *backend_choice = NULL;
+    eq_dtype dtypes[EQ_DTYPE_COUNT];
+    eq_run_spec spec;
+    eq_paths_resolve(cli, &plan->paths);
+    EQ_TRY(eq_case_load_named(plan->paths.cases_dir, cli->case_name, &plan->kase));
+    EQ_TRY(eq_tolerance_load(plan->paths.tolerances, &plan->table));
+    EQ_TRY(eq_run_spec_init(&spec, &plan->kase, cli->size));
+    EQ_TRY(check_backend(cli, &spec, &backend_choice));
+    EQ_TRY(eq_backend_find(cli->backend, &plan->backend));
+    EQ_TRY(plan_settings(cli, plan, backend_choice, &spec));
+    spec.step.progress = progress;
+    const int n_dtypes = plan_dtypes(cli, &plan->kase, dtypes);
+    EQ_TRY(check_comm(cli, &spec));
+    EQ_TRY(eq_train_check(cli, &spec));
+    EQ_TRY(eq_cells_plan(&spec, cli->bugs, &plan->table, plan->paths.tolerances, dtypes, n_dtypes,
+                         (eq_layout){cli->dp, cli->tp}, plan->cells, MAX_COMPARISONS, &plan->n_cells));
+cleanup:
+    return st;
+}
+
+/* Progress (rank 0 only): this process's runs, each of about the same work: under a world its part
+ * of the layout per dtype, then the fp64 truth, the references and the layouts' runs. */
+static void start_progress(const eq_cli *cli, const run_plan *plan, int root, eq_progress *progress)
+{
+    eq_progress_free(progress);
+    eq_progress_init(progress, stderr, root ? eq_progress_mode_for(stderr, cli->verbose) : EQ_PROGRESS_OFF, NULL, NULL);
+    eq_progress_plan(progress, (cli->truth ? 1 : 0) + eq_cells_runs(plan->cells, plan->n_cells));
+}
+
+/* Under a world, every rank runs its part of each cell (one layout: one cell per dtype) into
+ * distributed[] first; rank 0 computes the references afterwards, alone, so that no rank waits in
+ * a collective while rank 0 works alone (the collective watchdog bounds those waits). */
+static eq_status run_distributed(const eq_cli *cli, eq_world *world, const run_plan *plan, eq_out *out,
+                                 eq_capture *distributed)
+{
+    eq_status st = EQ_OK;
+    eq_out not_yet = {0}; /* rank 0 writes the layout's dumps once the others wait for it, below */
+    for (int i = 0; i < plan->n_cells; i++) {
+        eq_run_spec spec = plan->cells[i].spec;
+        spec.step.transport = world->transport;
+        spec.step.world = world;
+        st = run_and_dump(cli, &not_yet, &spec, &distributed[i]);
+        /* a failure on one rank mid-run: the others may wait in a collective, so end them all */
+        if (st != EQ_OK) eq_world_abort(world);
+    }
+    eq_world_root_alone(world); /* the others wait for rank 0 while it lives, not a collective */
+    for (int i = 0; i < plan->n_cells && eq_world_is_root(world); i++) EQ_TRY(write_dump(out, &distributed[i]));
+cleanup:
+    return st;
+}
+
+/* The command's own part of the cell loop: each run timed, noted and dumped; --steps after each
+ * judged cell. */
+typedef struct {
+    const eq_cli *cli;
+    eq_out *out;
+} run_context;
+
+static eq_status run_cell(void *ctx, const eq_run_spec *spec, eq_capture *out)
+{
+    const run_context *c = ctx;
+    return run_and_dump(c->cli, c->out, spec, out);
+}
+
+static eq_status train_cell(void *ctx, const eq_run_spec *spec, const eq_capture *ref, const eq_capture *test,
+                            eq_comparison *cmp)
+{
+    const run_context *c = ctx;
+    return eq_train_steps(c->cli, spec, ref, test, cmp); /* --steps N: steps 2..N */
+}
+
+/* Runs and judges every cell into cmps[*n_cmps] (rank 0 alone): the --truth fp64 run first, each
+ * layout's run taken from distributed[] where every rank ran it already. */
+static eq_status judge_cells(const eq_cli *cli, eq_out *out, const run_plan *plan, eq_capture *distributed,
+                             eq_comparison *cmps, int *n_cmps)
+{
+    eq_status st = EQ_OK;
+    eq_capture truth = {0};
+    run_context ctx = {cli, out};
+    eq_cell_loop loop = {.run = run_cell, .judged = train_cell, .ctx = &ctx, .truth = cli->truth ? &truth : NULL};
+    if (cli->truth) {
+        eq_run_spec spec = eq_cell_reference(&plan->cells[0]);
+        spec.step.dtype = EQ_FP64;
+        EQ_TRY(run_and_dump(cli, out, &spec, &truth));
+    }
+    for (int i = 0; i < plan->n_cells; i++) {
+        EQ_TRY(eq_cell_run_and_judge(&loop, &plan->cells[i], distributed ? &distributed[i] : NULL, &cmps[i]));
+        *n_cmps = i + 1;
+    }
+cleanup:
+    eq_cell_loop_free(&loop);
+    eq_capture_free(&truth);
+    return st;
+}
+
+/* Plan the cells, run and judge each, write the dumps (as they run) and the reports. */
 eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
-    eq_paths paths;
-    eq_case *kase = calloc(1, sizeof *kase);
-    eq_tolerance_table *table = calloc(1, sizeof *table);
+    run_plan *plan = calloc(1, sizeof *plan);
     eq_comparison cmps[MAX_COMPARISONS];
-    eq_tolerance tols[EQ_DTYPE_COUNT], grad_tols[EQ_DTYPE_COUNT];
-    eq_capture ref = {0}, test = {0}, distributed[EQ_DTYPE_COUNT]; /* --comm mpi: the layout's runs */
-    eq_capture truth = {0};                                         /* --truth: the fp64 dp1-tp1 run */
-    eq_layout layouts[EQ_CASE_MAX_LAYOUTS];
-    eq_dtype dtypes[EQ_DTYPE_COUNT];
-    eq_run_spec spec;
+    eq_capture distributed[EQ_DTYPE_COUNT]; /* --comm mpi: the layout's runs, one per dtype */
     eq_world world = {0};
     eq_out out = {0};
     eq_progress progress; /* rank 0's, from the first run on */
     eq_progress_init(&progress, stderr, EQ_PROGRESS_OFF, NULL, NULL);
-    const eq_backend *backend = NULL; /* released at the end (device buffers) */
-    const eq_backend_choice *backend_choice = NULL;
-    int n_cmps = 0, n_dtypes = 0, have_world = 0;
+    int n_cmps = 0, have_world = 0;
     memset(distributed, 0, sizeof distributed);
-    if (kase == NULL || table == NULL) {
+    if (plan == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the case");
         goto cleanup;
     }
 
     EQ_TRY(start_world(cli, &world, &have_world));
-    /* Everything the user asked for is checked before anything runs or is written. */
-    eq_paths_resolve(cli, &paths);
-    EQ_TRY(eq_case_load_named(paths.cases_dir, cli->case_name, kase));
-    EQ_TRY(eq_tolerance_load(paths.tolerances, table));
-    EQ_TRY(eq_run_spec_init(&spec, kase, cli->size));
-    EQ_TRY(check_backend(cli, &spec, &backend_choice));
-    EQ_TRY(eq_backend_find(cli->backend, &backend));
-    spec.step.backend = backend;
-    /* every rank in this process: the same algorithm-exact collectives, folded where the backend computes */
-    if (!cli->comm->multi_process) spec.step.transport = backend_choice->in_process;
-    spec.step.algo = cli->algo;
-    spec.step.nccl = cli->nccl;
-    spec.step.seed = cli->seed;
-    spec.step.grads = (eq_grad_convention)cli->grads;
-    EQ_TRY(eq_numerics_of(spec.step.size, cli->numerics, &spec.step.numerics));
-    if (spec.step.numerics == EQ_NUMERICS_MEGATRON_TF32 && backend != &eq_backend_cpu) {
-        st = EQ_FAIL(EQ_ERR_USAGE, "numerics megatron_tf32 emulates TF32 on the CPU backend only (--backend %s)",
-                     backend->name);
-        goto cleanup;
-    }
-    spec.step.forward_only = cli->forward_only;
-    if (cli->all_dtypes) {
-        memcpy(dtypes, kase->dtypes, sizeof dtypes);
-        n_dtypes = kase->n_dtypes;
-    } else {
-        dtypes[n_dtypes++] = cli->dtype;
-    }
-    const int n_layouts = eq_plan_layouts(kase, (eq_layout){cli->dp, cli->tp}, layouts);
-    EQ_TRY(check_comm(cli, &spec));
-    EQ_TRY(eq_train_check(cli, &spec));
-    for (int i = 0; i < n_dtypes; i++) {
-        EQ_TRY(eq_plan_case_tolerances(table, paths.tolerances, kase, dtypes[i], &tols[dtypes[i]],
-                                       &grad_tols[dtypes[i]]));
-        for (int j = 0; j < n_layouts; j++) {
-            spec.step.dtype = dtypes[i];
-            spec.step.layout = layouts[j];
-            spec.step.bugs = cli->bugs; /* as the layout's run will carry them */
-            EQ_TRY(eq_run_check(&spec));
-        }
-    }
-    if (n_dtypes * n_layouts > MAX_COMPARISONS) {
-        st = EQ_FAIL(EQ_ERR_USAGE, "more than %d comparisons in one run", MAX_COMPARISONS);
-        goto cleanup;
-    }
+    EQ_TRY(plan_run(cli, &progress, plan));
     const int root = eq_world_is_root(have_world ? &world : NULL);
     if (root) EQ_TRY(eq_out_open(&out, cli->out_dir));
-    /* Progress (rank 0 only): this process's runs, each of about the same work: under a world its
-     * part of the layout per dtype, then the fp64 truth, the references and the layouts' runs. */
-    eq_progress_free(&progress);
-    eq_progress_init(&progress, stderr, root ? eq_progress_mode_for(stderr, cli->verbose) : EQ_PROGRESS_OFF, NULL, NULL);
-    eq_progress_plan(&progress, (have_world ? n_dtypes : 0) + (cli->truth ? 1 : 0) +
-                                    n_dtypes * (1 + (have_world ? 0 : n_layouts)));
-    spec.step.progress = &progress;
-
-    if (have_world) {
-        /* Every rank runs its part of the layout for every dtype first; rank 0 computes the
-         * references afterwards, alone, so that no rank waits in a collective while rank 0 works
-         * alone (the collective watchdog bounds those waits). */
-        spec.step.layout = layouts[0];
-        spec.step.bugs = cli->bugs;
-        spec.step.transport = world.transport;
-        spec.step.world = &world;
-        eq_out not_yet = {0}; /* rank 0 writes the layout's dumps once the others wait for it, below */
-        for (int i = 0; i < n_dtypes; i++) {
-            spec.step.dtype = dtypes[i];
-            st = run_and_dump(cli, &not_yet, &spec, &distributed[i]);
-            /* a failure on one rank mid-run: the others may wait in a collective, so end them all */
-            if (st != EQ_OK) eq_world_abort(&world);
-        }
-        spec.step.transport = &eq_transport_sim;
-        spec.step.world = NULL;
-        eq_world_root_alone(&world); /* the others wait for rank 0 while it lives, not a collective */
-        for (int i = 0; i < n_dtypes && root; i++) EQ_TRY(write_dump(&out, &distributed[i]));
-    }
-    if (cli->truth && root) {
-        spec.step.dtype = EQ_FP64;
-        spec.step.layout = (eq_layout){1, 1};
-        spec.step.bugs = EQ_BUG_NONE;
-        EQ_TRY(run_and_dump(cli, &out, &spec, &truth));
-    }
-    for (int i = 0; i < n_dtypes && root; i++) {
-        spec.step.dtype = dtypes[i];
-        spec.step.layout = (eq_layout){1, 1};
-        spec.step.bugs = EQ_BUG_NONE; /* the reference never carries an injected bug */
-        EQ_TRY(run_and_dump(cli, &out, &spec, &ref));
-        for (int j = 0; j < n_layouts; j++) {
-            spec.step.layout = layouts[j];
-            spec.step.bugs = cli->bugs;
-            if (have_world) { /* already run, by every rank */
-                test = distributed[i];
-                memset(&distributed[i], 0, sizeof distributed[i]);
-            } else {
-                EQ_TRY(run_and_dump(cli, &out, &spec, &test));
-            }
-            eq_expect expect = eq_case_expectation(kase, spec.step.backend->name, dtypes[i], layouts[j]);
-            eq_progress_phase(&progress, "compare with dp1-tp1", 0, 0, -1.0);
-            EQ_TRY(eq_compare_runs(&ref, &test, cli->truth ? &truth : NULL, &tols[dtypes[i]], &grad_tols[dtypes[i]],
-                                   expect, kase, &cmps[n_cmps]));
-            n_cmps++;
-            EQ_TRY(eq_train_steps(cli, &spec, &ref, &test, &cmps[n_cmps - 1])); /* --steps N: steps 2..N */
-            eq_capture_free(&test);
-        }
-        eq_capture_free(&ref);
-    }
+    start_progress(cli, plan, root, &progress);
+    if (have_world) EQ_TRY(run_distributed(cli, &world, plan, &out, distributed));
+    if (root) EQ_TRY(judge_cells(cli, &out, plan, have_world ? distributed : NULL, cmps, &n_cmps));
     eq_progress_clear(&progress); /* the report starts on a line of its own */
     if (root) {
         EQ_TRY(write_reports(cli, &out, cmps, n_cmps));
@@ -301,13 +337,9 @@ cleanup:
     eq_out_discard(&out); /* a failure leaves nothing in --out */
     if (have_world) st = eq_world_finish(&world, st); /* one outcome on every rank, printed once */
     for (int i = 0; i < n_cmps; i++) eq_comparison_free(&cmps[i]);
-    eq_capture_free(&ref);
-    eq_capture_free(&test);
-    eq_capture_free(&truth);
     for (int i = 0; i < EQ_DTYPE_COUNT; i++) eq_capture_free(&distributed[i]);
-    free(kase);
-    free(table);
-    if (backend != NULL && backend->release != NULL) backend->release();
+    if (plan != NULL && plan->backend != NULL && plan->backend->release != NULL) plan->backend->release();
+    free(plan);
     return st;
 }
 
