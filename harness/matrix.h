@@ -1,7 +1,8 @@
 /* The equivalence matrix: every case x dtype x layout against its dp1-tp1 reference, one row per
  * cell with what the case expects and what the comparison showed. One reference run per
- * (case, dtype) serves all of that dtype's layouts. Every cell is checked (size known, layout
- * divides the sizes, tolerance entries present) before anything runs.
+ * (case, dtype) serves all of that dtype's layouts: the cell loop that run uses too (harness/cells.h).
+ * Every cell is checked (size known, layout divides the sizes, tolerance entries present) before
+ * anything runs.
  *
  * The rows and the comparisons are parallel arrays, so the per-tensor report writers
  * (reports/report.h) take m.comparisons directly:
