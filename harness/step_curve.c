@@ -203,7 +203,7 @@ eq_status eq_curve_classify(const eq_step_point *pts, int n, eq_dtype dtype, eq_
         const double r = grad_ratio_of(&pts[factor_step - 1]);
         out->cls = EQ_CURVE_FACTOR;
         snprintf(out->why, sizeof out->why,
-                 "gradient norm %.3fx the reference's at step %d, the parameters still rounding apart (a factor: %s rounding "
+                 "gradient norm %.3fx the reference's at step %d, from parameters equal up to rounding (a factor: %s rounding "
                  "moves a norm by at most %.2g%%, a factor is %.0f%% or more)",
                  r, factor_step, dt, 100.0 * rounding_rel, 100.0 * TAU);
     } else if (drift_first >= drift_bug && drift_min >= drift_first / DRIFT_STEADY && drift_max <= drift_first * DRIFT_STEADY) {
