@@ -67,20 +67,20 @@ static const char *mean_ratio(const eq_tensor_result *r, eq_expect e, char *buf,
 }
 
 const eq_report_column eq_report_columns[] = {
-    {"verdict", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, verdict},
-    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer},
-    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor},
-    {"observed", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, observed},
-    {"max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "max_abs", max_abs},
-    {"mean |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "mean_abs", mean_abs},
-    {"median |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "median_abs", median_abs},
-    {"%>1e-4", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "frac_above_1e-4", share_1e4},
-    {"%>1e-3", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "frac_above_1e-3", share_1e3},
-    {"%>1e-2", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "frac_above_1e-2", share_1e2},
-    {"ULP@max", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "ulp_at_max", ulp_at_max},
-    {"max ULP", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "max_ulp", max_ulp},
-    {"mean(dist/ref)", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "mean_ratio", mean_ratio},
-    {"worst rel", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "worst_rel", worst_rel},
+    {"verdict", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, verdict, 0},
+    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer, 0},
+    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor, 0},
+    {"observed", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, observed, 0},
+    {"max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "max_abs", max_abs, 0},
+    {"mean |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "mean_abs", mean_abs, 0},
+    {"median |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "median_abs", median_abs, 0},
+    {"%>1e-4", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "frac_above_1e-4", share_1e4, 0},
+    {"%>1e-3", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "frac_above_1e-3", share_1e3, 0},
+    {"%>1e-2", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "frac_above_1e-2", share_1e2, 0},
+    {"ULP@max", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "ulp_at_max", ulp_at_max, 0},
+    {"max ULP", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "max_ulp", max_ulp, 0},
+    {"mean(dist/ref)", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "mean_ratio", mean_ratio, 0},
+    {"worst rel", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "worst_rel", worst_rel, 0},
 };
 const int eq_report_n_columns = (int)(sizeof eq_report_columns / sizeof eq_report_columns[0]);
 
@@ -118,10 +118,3 @@ const eq_report_metric eq_report_metrics[] = {
 };
 const int eq_report_n_metrics = (int)(sizeof eq_report_metrics / sizeof eq_report_metrics[0]);
 _Static_assert(EQ_N_THRESHOLDS == 4, "eq_report_metrics must name every threshold");
-
-const eq_report_section eq_report_sections[] = {
-    {EQ_ROLE_ACTIVATION, "Activations"},
-    {EQ_ROLE_GRAD, "Gradients"},
-    {EQ_ROLE_LOSS, "Losses"},
-};
-const int eq_report_n_sections = (int)(sizeof eq_report_sections / sizeof eq_report_sections[0]);

@@ -1,8 +1,9 @@
 /* What the reports show of a result, described once: the metrics of the JSON report (key, where
- * eq_metrics holds it) and the per-layer tables of the Markdown and HTML reports, their sections (one
- * per role) and columns (header, how a result's value is written, which writers show it, which JSON
- * metric it is). The writers render this description: a new metric is one row of eq_report_metrics
- * (and its property in reports/report.schema.json), a new table column one row of eq_report_columns.
+ * eq_metrics holds it) and the columns of the per-layer tables of the Markdown and HTML reports
+ * (header, how a result's value is written, which writers show it, which JSON metric it is);
+ * reports/report_model.c makes them a table per role and renders them with the other
+ * parts of a report. A new metric is one row of eq_report_metrics (and its property in
+ * reports/report.schema.json), a new table column one row of eq_report_columns.
  * report_columns_test holds the rows to the schema, to the writers' output and to the glossary
  * (reports/how_to_read.c, README's "How to read this report"), which defines each column. */
 #ifndef EQUIV_REPORTS_REPORT_COLUMNS_H
@@ -31,6 +32,7 @@ typedef struct {
     /* The cell's plain text; comparison_expect is the comparison's own expectation (the observed
      * column names a tensor's expectation where it differs from it). */
     const char *(*text)(const eq_tensor_result *r, eq_expect comparison_expect, char *buf, size_t len);
+    int markdown_rule; /* the width of its Markdown alignment cell ("--:"), where not the header's plus 2 */
 } eq_report_column;
 
 extern const eq_report_column eq_report_columns[];
@@ -48,15 +50,6 @@ typedef struct {
 
 extern const eq_report_metric eq_report_metrics[];
 extern const int eq_report_n_metrics;
-
-/* The tables, in order: one per role, shown when the comparison holds a result of that role. */
-typedef struct {
-    eq_role role;
-    const char *heading; /* "Activations" */
-} eq_report_section;
-
-extern const eq_report_section eq_report_sections[];
-extern const int eq_report_n_sections;
 
 /* A layer number, or "-" for a tensor of no layer (a user's run: the loss, an embedding). */
 const char *eq_report_format_layer(int layer, char *buf, size_t len);
