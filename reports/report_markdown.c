@@ -3,9 +3,9 @@
  * verdict comes first in every table ("pass" or "**FAIL**"), then what was observed in one word
  * (bit-exact, within, OUTSIDE, NON-FINITE) with the expectation beside it where it is not the
  * comparison's own or the row fails; numbers are in significant digits (reports/number_format.h).
- * README.md's "How to read this report" defines every column. */
+ * README.md's "How to read this report" defines every column. What each comparison says is
+ * reports/report_model.h's parts, written through this file's Markdown renderer. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "reports/report.h"
