@@ -1,9 +1,9 @@
 /* What the reports show of a result, described once: the metrics of the JSON report (key, where
- * eq_metrics holds it) and the columns of the per-layer tables of the Markdown and HTML reports
- * (header, how a result's value is written, which writers show it, which JSON metric it is);
- * reports/report_model.c makes them a table per role and renders them with the other
- * parts of a report. A new metric is one row of eq_report_metrics (and its property in
- * reports/report.schema.json), a new table column one row of eq_report_columns.
+ * eq_metrics holds it) and the tables of the Markdown and HTML reports (title, intro, the rows
+ * they show, their columns: header, how a result's value is written, which writers show it,
+ * which JSON metric it is); reports/report_model.c writes them among a report's other parts. A
+ * new metric is one row of eq_report_metrics (and its property in reports/report.schema.json), a
+ * new table column one row of its table's columns (eq_report_columns for the per-layer tables).
  * report_columns_test holds the rows to the schema, to the writers' output and to the glossary
  * (reports/how_to_read.c, README's "How to read this report"), which defines each column. */
 #ifndef EQUIV_REPORTS_REPORT_COLUMNS_H
@@ -53,5 +53,30 @@ extern const int eq_report_n_metrics;
 
 /* A layer number, or "-" for a tensor of no layer (a user's run: the loss, an embedding). */
 const char *eq_report_format_layer(int layer, char *buf, size_t len);
+
+typedef struct eq_renderer eq_renderer; /* reports/report_model.h */
+
+/* A table of the results it has a row for, in capture order, shown when it has one. */
+typedef struct {
+    const char *title; /* its heading: "Activations" */
+    eq_role role;      /* the role has_row is given (the per-layer tables'); else unused */
+    int (*has_row)(const eq_tensor_result *r, eq_role role);
+    /* A row marked as failing: its verdict column bold in Markdown, class "fail" (else "ok") in
+     * HTML; NULL where no row is marked (no class either). */
+    int (*row_fails)(const eq_tensor_result *r);
+    int linked; /* its rows are what the results not as expected link to (HTML: id "cN/<path>") */
+    /* The paragraph under the title, given the table's first row; NULL for none. */
+    void (*intro)(const eq_renderer *rd, const eq_comparison *c, const eq_tensor_result *first);
+    const eq_report_column *columns;
+    int n_columns; /* 0 for the per-layer tables: eq_report_table_columns */
+} eq_report_table;
+
+/* The per-layer tables (activations, gradients, losses), then the rounding-error theory and the
+ * fp64 truth. */
+extern const eq_report_table eq_report_tables[];
+extern const int eq_report_n_tables;
+
+/* How many columns t has (each format shows those of its shown_in). */
+int eq_report_table_columns(const eq_report_table *t);
 
 #endif

@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/rounding_bound.h"
-#include "harness/truth.h"
 #include "reports/number_format.h"
 #include "reports/report.h"
 
@@ -18,108 +16,6 @@ void eq_render_textf(const eq_renderer *rd, const char *fmt, ...)
     vsnprintf(text, sizeof text, fmt, args);
     va_end(args);
     rd->text(rd, text);
-}
-
-/* ---- the tables ---- */
-
-static int of_role(const eq_tensor_result *r, eq_role role) { return r->role == role; }
-static int not_as_expected(const eq_tensor_result *r) { return !r->as_expected; }
-static int theory_applies(const eq_tensor_result *r, eq_role role) { return r->theory.applies; }
-static int above_det_bound(const eq_tensor_result *r) { return r->theory.det_ratio > 1.0; }
-static int truth_applies(const eq_tensor_result *r, eq_role role) { return r->truth.applies; }
-
-#define CELL(fn, expr)                                                                   \
-    static const char *fn(const eq_tensor_result *r, eq_expect e, char *buf, size_t len) \
-    {                                                                                    \
-        return expr;                                                                     \
-    }
-#define SIG(fn, value) CELL(fn, eq_format_sig(value, 3, buf, len))
-CELL(layer, eq_report_format_layer(r->layer, buf, len))
-CELL(tensor, (snprintf(buf, len, "%s", r->name), buf))
-CELL(theory_reading, (snprintf(buf, len, "%s", eq_theory_reading(&r->theory, r->m.max_abs)), buf))
-CELL(terms, (snprintf(buf, len, "%lld", (long long)r->theory.terms), buf))
-CELL(split, (snprintf(buf, len, "%d -> %d", r->theory.ref_partitions, r->theory.test_partitions), buf))
-SIG(max_abs, r->m.max_abs)
-SIG(det_ratio, r->theory.det_ratio)
-SIG(prob_ratio, r->theory.prob_ratio)
-SIG(det_bound, r->theory.det_bound_max)
-SIG(prob_bound, r->theory.prob_bound_max)
-SIG(lambda, r->theory.prob_lambda)
-CELL(truth_reading, eq_truth_reading(&r->truth, buf, len))
-SIG(truth_ref_max, r->truth.ref_max)
-SIG(truth_test_max, r->truth.test_max)
-SIG(truth_ref_rel, r->truth.ref_rel)
-SIG(truth_test_rel, r->truth.test_rel)
-
-/* The last field is the Markdown alignment cell's width where it is not the header's plus two, as
- * these tables have always been printed. */
-static const eq_report_column theory_columns[] = {
-    {"reading", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, theory_reading, 0},
-    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer, 0},
-    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor, 0},
-    {"K", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, terms, 0},
-    {"split ref -> test", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, split, 18},
-    {"max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, max_abs, 0},
-    {"max |d|/det", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, det_ratio, 14},
-    {"max |d|/99.9%", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, prob_ratio, 16},
-    {"largest det bound", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, det_bound, 0},
-    {"largest 99.9% bound", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, prob_bound, 0},
-    {"lambda", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, lambda, 0},
-};
-
-static const eq_report_column truth_columns[] = {
-    {"reading", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, truth_reading, 0},
-    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer, 0},
-    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor, 0},
-    {"ref max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_ref_max, 15},
-    {"test max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_test_max, 16},
-    {"ref rel", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_ref_rel, 0},
-    {"test rel", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_test_rel, 0},
-};
-
-static void theory_intro(const eq_renderer *rd, const eq_comparison *c, const eq_tensor_result *first)
-{
-    rd->para_begin(rd);
-    eq_render_textf(rd,
-                    "The GEMMs whose operands are bit-identical in both runs, against the bound on |d| that rounding "
-                    "allows each element for the split of K: deterministic (Higham's gamma_n: no summation order "
-                    "exceeds it) and the 99.9%% bound (Higham and Mary's probabilistic bound, lambda chosen so that it "
-                    "fails at an element with probability at most %g under their model of independent rounding "
-                    "errors). ",
-                    first->theory.prob_failure);
-    rd->code(rd, "max |d|/det");
-    rd->text(rd, " is the largest of the per-element ratios |d_i| / det bound_i, not max |d| over the largest bound; "
-                 "above 1 it is not rounding.");
-    rd->para_end(rd);
-}
-
-static void truth_intro(const eq_renderer *rd, const eq_comparison *c, const eq_tensor_result *first)
-{
-    rd->para_begin(rd);
-    rd->text(rd, "Each run against the fp64 dp1-tp1 run of the same step: is the layout less accurate than the "
-                 "reference, or only rounded differently?");
-    rd->para_end(rd);
-}
-
-#define N_OF(a) ((int)(sizeof a / sizeof a[0]))
-/* The per-layer tables' column count, eq_report_n_columns, is no constant here:
- * eq_report_table_columns reads it. */
-#define LAYER_TABLE(role, title) {title, role, of_role, not_as_expected, 1, NULL, eq_report_columns, 0}
-const eq_report_table eq_report_tables[] = {
-    LAYER_TABLE(EQ_ROLE_ACTIVATION, "Activations"),
-    LAYER_TABLE(EQ_ROLE_GRAD, "Gradients"),
-    LAYER_TABLE(EQ_ROLE_LOSS, "Losses"),
-    {"Rounding-error theory", 0, theory_applies, above_det_bound, 0, theory_intro, theory_columns, N_OF(theory_columns)},
-    {"Against the fp64 truth", 0, truth_applies, NULL, 0, truth_intro, truth_columns, N_OF(truth_columns)},
-};
-const int eq_report_n_tables = N_OF(eq_report_tables);
-#define N_LAYER_TABLES 3
-#define THEORY (&eq_report_tables[3])
-#define TRUTH (&eq_report_tables[4])
-
-int eq_report_table_columns(const eq_report_table *t)
-{
-    return t->columns == eq_report_columns ? eq_report_n_columns : t->n_columns;
 }
 
 int eq_report_write_table(const eq_renderer *rd, const eq_report_table *t, const eq_comparison *c)
@@ -146,7 +42,11 @@ int eq_report_write_table(const eq_renderer *rd, const eq_report_table *t, const
     return rows;
 }
 
-/* ---- the parts ---- */
+/* eq_report_tables' order (reports/report_columns.c) */
+#define N_LAYER_TABLES 3
+#define THEORY (&eq_report_tables[3])
+#define TRUTH (&eq_report_tables[4])
+
 
 static void write_tolerance(const eq_renderer *rd, const eq_tolerance *tol)
 {
@@ -434,7 +334,7 @@ const eq_report_part eq_report_parts[] = {
     {"truth", EQ_COLUMN_BOTH, truth},
     {"unexpected", EQ_COLUMN_BOTH, unexpected},
 };
-const int eq_report_n_parts = N_OF(eq_report_parts);
+const int eq_report_n_parts = (int)(sizeof eq_report_parts / sizeof eq_report_parts[0]);
 
 eq_status eq_report_write_parts(const eq_renderer *rd, const eq_comparison *c)
 {
