@@ -76,6 +76,9 @@ typedef struct {
 extern const eq_report_table eq_report_tables[];
 extern const int eq_report_n_tables;
 
+/* The most columns a table has (report_model_test holds each to it). */
+#define EQ_REPORT_MAX_COLUMNS 32
+
 /* How many columns t has (each format shows those of its shown_in). */
 int eq_report_table_columns(const eq_report_table *t);
 

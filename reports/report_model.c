@@ -31,11 +31,14 @@ int eq_report_write_table(const eq_renderer *rd, const eq_report_table *t, const
             if (t->intro != NULL) t->intro(rd, c, r);
             rd->table_begin(rd, t);
         }
-        char text[32][160];
-        const char *cells[32];
+        char text[EQ_REPORT_MAX_COLUMNS][160];
+        const char *cells[EQ_REPORT_MAX_COLUMNS];
         int n = 0;
-        for (int k = 0; k < eq_report_table_columns(t) && n < 32; k++)
-            if (t->columns[k].shown_in & rd->format) cells[n] = t->columns[k].text(r, c->expect, text[n], sizeof text[n]), n++;
+        for (int k = 0; k < eq_report_table_columns(t) && n < EQ_REPORT_MAX_COLUMNS; k++) {
+            if (!(t->columns[k].shown_in & rd->format)) continue;
+            cells[n] = t->columns[k].text(r, c->expect, text[n], sizeof text[n]);
+            n++;
+        }
         rd->row(rd, t, r, t->row_fails != NULL && t->row_fails(r), cells);
     }
     if (rows > 0) rd->table_end(rd);
@@ -46,7 +49,6 @@ int eq_report_write_table(const eq_renderer *rd, const eq_report_table *t, const
 #define N_LAYER_TABLES 3
 #define THEORY (&eq_report_tables[3])
 #define TRUTH (&eq_report_tables[4])
-
 
 static void write_tolerance(const eq_renderer *rd, const eq_tolerance *tol)
 {
@@ -226,11 +228,13 @@ static eq_status layer_tables(const eq_renderer *rd, const eq_comparison *c)
 static eq_status no_layer_rows(const eq_renderer *rd, const eq_comparison *c)
 {
     if (layer_rows(c) > 0) return EQ_OK;
-    const char *cells[32];
+    const char *cells[EQ_REPORT_MAX_COLUMNS];
     int n = 0;
-    for (int k = 0; k < eq_report_n_columns && n < 32; k++)
-        if (eq_report_columns[k].shown_in & rd->format)
-            cells[n] = n < 2 ? "-" : n == 2 ? "(no activations, gradients or losses captured)" : "", n++;
+    for (int k = 0; k < eq_report_n_columns && n < EQ_REPORT_MAX_COLUMNS; k++) {
+        if (!(eq_report_columns[k].shown_in & rd->format)) continue;
+        cells[n] = n < 2 ? "-" : n == 2 ? "(no activations, gradients or losses captured)" : "";
+        n++;
+    }
     rd->table_begin(rd, &eq_report_tables[0]);
     rd->row(rd, &eq_report_tables[0], NULL, 0, cells);
     rd->table_end(rd);

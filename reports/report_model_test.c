@@ -253,6 +253,8 @@ int main(void)
         int rows = 0;
         for (int i = 0; i < c.count; i++) rows += eq_report_tables[t].has_row(&c.results[i], eq_report_tables[t].role);
         EQ_EXPECT(rows > 0, "table '%s' has no row in the test's comparison", eq_report_tables[t].title);
+        EQ_EXPECT(eq_report_table_columns(&eq_report_tables[t]) <= EQ_REPORT_MAX_COLUMNS, "table '%s' has %d columns",
+                  eq_report_tables[t].title, eq_report_table_columns(&eq_report_tables[t]));
     }
     free(markdown);
     free(html);
