@@ -210,7 +210,8 @@ const eq_report_table eq_report_tables[] = {
     LAYER_TABLE(EQ_ROLE_ACTIVATION, "Activations"),
     LAYER_TABLE(EQ_ROLE_GRAD, "Gradients"),
     LAYER_TABLE(EQ_ROLE_LOSS, "Losses"),
-    {"Rounding-error theory", 0, theory_applies, above_det_bound, 0, theory_intro, theory_columns, N_OF(theory_columns)},
+    {"Rounding-error theory", 0, theory_applies, above_det_bound, 0, theory_intro, theory_columns,
+     N_OF(theory_columns)},
     {"Against the fp64 truth", 0, truth_applies, NULL, 0, truth_intro, truth_columns, N_OF(truth_columns)},
 };
 const int eq_report_n_tables = N_OF(eq_report_tables);

@@ -214,7 +214,8 @@ static int layer_rows(const eq_comparison *c)
 {
     int rows = 0;
     for (int i = 0; i < c->count; i++)
-        for (int t = 0; t < N_LAYER_TABLES; t++) rows += eq_report_tables[t].has_row(&c->results[i], eq_report_tables[t].role);
+        for (int t = 0; t < N_LAYER_TABLES; t++)
+            rows += eq_report_tables[t].has_row(&c->results[i], eq_report_tables[t].role);
     return rows;
 }
 
@@ -309,7 +310,8 @@ static eq_status unexpected(const eq_renderer *rd, const eq_comparison *c)
         rd->para_end(rd);
     }
     rd->para_begin(rd);
-    if (n == 0) eq_render_textf(rd, "All %d tensor%s as expected; the assembly findings above are not.", c->count, plural);
+    if (n == 0)
+        eq_render_textf(rd, "All %d tensor%s as expected; the assembly findings above are not.", c->count, plural);
     else eq_render_textf(rd, "Not as expected, worst first (%d of %d tensors):", n, c->count);
     rd->para_end(rd);
     if (n > 0) {

@@ -162,7 +162,8 @@ static void strip_html(char *s)
             const char *tag = p;
             while (*p != '\0' && *p != '>') p++;
             if (*p == '\0') break;
-            if (strncmp(tag, "<tr", 3) == 0 || strncmp(tag, "</td>", 5) == 0 || strncmp(tag, "</th>", 5) == 0) *w++ = '\t';
+            if (strncmp(tag, "<tr", 3) == 0 || strncmp(tag, "</td>", 5) == 0 || strncmp(tag, "</th>", 5) == 0)
+                *w++ = '\t';
             continue;
         }
         int decoded = 0;
@@ -195,7 +196,7 @@ static int next_cell(const char **p, char *cell, size_t len)
  * (a format may show more columns between them). */
 static int has_row(const char *text, const char *want)
 {
-    for (const char *line = text; line != NULL && *line != '\0'; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+    for (const char *line = text, *end; line != NULL; line = (end = strchr(line, '\n')) != NULL ? end + 1 : NULL) {
         if (*line != '\t') continue;
         const char *w = want, *p = line;
         char wanted[256], cell[256];
