@@ -37,9 +37,11 @@ run_pair() {
     checks=$((checks + 1))
     shift 5
     local tag="$kase-dp$dp-tp$tp-$dtype-$algo$(printf '%s' "$*" | tr -c 'a-z0-9_' '-')" args=(--case "$kase" --dp "$dp" --tp "$tp" --dtype "$dtype" --algo "$algo" "$@")
-    local dump="$kase-$dtype-dp$dp-tp$tp.h5"
     "$equiv" "${args[@]}" --out "$work/sim-$tag" >"$work/sim-$tag.txt" 2>&1
     local sim_status=$?
+    # the cell's dump: named for its layout and what the run set (--algo, --inject: harness/run_cell.h)
+    local dump
+    dump=$(cd "$work/sim-$tag" && ls -- $kase-$dtype-dp$dp-tp$tp.h5 $kase-$dtype-dp$dp-tp$tp-*.h5 2>/dev/null | head -n 1)
     "$mpirun" -np $((dp * tp)) "$equiv" "${args[@]}" --comm mpi --out "$work/mpi-$tag" >"$work/mpi-$tag.txt" 2>"$work/mpi-$tag.err"
     local mpi_status=$?
     last_status=$mpi_status
@@ -76,7 +78,7 @@ run_pair row_parallel 1 4 bf16 ring --inject skip_allreduce # exit 1 under both,
 run_pair column_parallel 2 2 fp32 ring --inject shard_offset
 
 # The check bites: the mpi ring's dump against sim's tree dump of the same layout.
-tree="$work/sim-row_parallel-dp1-tp4-bf16-tree/row_parallel-bf16-dp1-tp4.h5"
+tree="$work/sim-row_parallel-dp1-tp4-bf16-tree/row_parallel-bf16-dp1-tp4-tree.h5"
 ring="$work/mpi-row_parallel-dp1-tp4-bf16-ring/row_parallel-bf16-dp1-tp4.h5"
 "$equiv" compare "$tree" "$ring" --expect bit_exact >/dev/null
 status=$?

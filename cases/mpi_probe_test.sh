@@ -32,9 +32,11 @@ run_pair() {
     local dp=$1 dtype=$2
     shift 2
     local tag="dp$dp-$dtype$(printf '%s' "$*" | tr -c 'a-z0-9_' '-')" args=(--case probe --dp "$dp" --tp 1 --dtype "$dtype" "$@")
-    local dump="probe-$dtype-dp$dp-tp1.h5"
     "$equiv" "${args[@]}" --out "$work/sim-$tag" >"$work/sim-$tag.txt" 2>&1
     local sim_status=$?
+    # the cell's dump: named for its layout and what the run set (--algo, --inject: harness/run_cell.h)
+    local dump
+    dump=$(cd "$work/sim-$tag" && ls -- probe-$dtype-dp$dp-tp1.h5 probe-$dtype-dp$dp-tp1-*.h5 2>/dev/null | head -n 1)
     "$mpirun" -np "$dp" "$equiv" "${args[@]}" --comm mpi --out "$work/mpi-$tag" >"$work/mpi-$tag.txt" 2>"$work/mpi-$tag.err"
     last_status=$?
     [ "$last_status" -eq "$sim_status" ] || { bad "$tag: mpi exit status $last_status, sim $sim_status"; cat "$work/mpi-$tag.err"; }

@@ -31,7 +31,9 @@ def std(path, name):
         return float(np.std(f[name][()].astype(np.float64)))
 L, H, F = 4, 64, 256  # cases/gpt.ini [size.ci]
 for dtype in ("fp32", "bf16"):
-    d, m, t = (f"{work}/{n}/gpt-{dtype}-dp1-tp1.h5" for n in ("default", "megatron", "megatron_tf32"))
+    # a run's dump is named for its cell: "-numerics_<n>" after the layout where not the default
+    d, m, t = (f"{work}/{n}/gpt-{dtype}-dp1-tp1{'' if n == 'default' else '-numerics_' + n}.h5"
+               for n in ("default", "megatron", "megatron_tf32"))
     with h5py.File(d) as f:
         check("numerics" not in f.attrs, f"{dtype} default: no numerics attribute")
     for path, name in ((m, "megatron"), (t, "megatron_tf32")):

@@ -21,7 +21,7 @@ head=""
 import h5py, sys, time
 work, equiv, head = sys.argv[1:4]
 fails = 0
-with h5py.File(f"{work}/it's here/row_parallel-fp32-dp1-tp1.h5") as f:
+with h5py.File(f"{work}/it's here/row_parallel-fp32-dp1-tp1-seed7.h5") as f:
     got = {k: f.attrs.get(k) for k in ("command", "git_revision", "created_utc")}
 print(f"provenance: {got}")
 want_command = f"{equiv} --case row_parallel --tp 2 --dtype fp32 --seed 7 --out '{work}/it'\\''s here'"
@@ -46,7 +46,7 @@ for kind, want in (("ordered", "fp32 GEMM: ordered C"), ("blas", "fp32 GEMM: Ope
         print(f"  FAIL: want '{want}' and the OpenBLAS core in gemm_kernel"); fails += 1
     if got_cpu != cpu:
         print(f"  FAIL: cpu {got_cpu!r}, /proc/cpuinfo says {cpu!r}"); fails += 1
-with h5py.File(f"{work}/nccl/row_parallel-bf16-dp1-tp2.h5") as f:
+with h5py.File(f"{work}/nccl/row_parallel-bf16-dp1-tp2-nccl_ch3-nccl_ll128.h5") as f:
     got = (f.attrs.get("nccl_channels"), f.attrs.get("nccl_proto"))
 print(f"nccl: {got}")
 if got != (3, "ll128"):

@@ -13,7 +13,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
 "$equiv" --case "$kase" --dtype fp32 --tp 2 "$@" --out "$work" >/dev/null || { echo "FAIL: equiv run"; exit 1; }
-dump="$work/$kase-fp32-dp1-tp1.h5"
+# the reference's dump, named for its cell: the layout's name, then what EQUIV ARGS set ("-grads_sum")
+dump=$(ls "$work/$kase-fp32-dp1-tp1".h5 "$work/$kase-fp32-dp1-tp1"-*.h5 2>/dev/null | head -n 1)
 if "$py" "$script" "$dump" >"$work/rebuild.txt"; then
     echo "ok: $(tail -n 1 "$work/rebuild.txt")"
 else

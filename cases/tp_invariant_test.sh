@@ -18,7 +18,7 @@ run() { # run LAYOUT-DIR DP TP: the layout's dumps (reference and layout) into $
     fi
 }
 dump() { # dump DIR LAYOUT: the dump of that layout's run in DIR
-    echo "$work/$1/$case_name-$dtype-$2.h5"
+    echo "$work/$1/$case_name-$dtype-$2-tp_invariant.h5" # named for the cell, its --algo included
 }
 same() { # same A B: equiv compare --expect bit_exact must pass
     if "$equiv" compare "$1" "$2" --expect bit_exact >"$work/cmp.log" 2>&1; then

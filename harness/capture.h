@@ -65,6 +65,12 @@ typedef struct {
     /* A model's numerics when not equiv's own ("megatron", "megatron_tf32"; models/model.h);
      * "" for the default, which dumps leave out. */
     char numerics[EQ_NAME_MAX];
+    /* A many-step run's training (--steps N > 1, harness/train.h), set on its comparison's runs:
+     * the steps, the optimizer ("adam", "sgd") and its learning rate; 0, "" and 0 otherwise (not
+     * recorded). Not in dumps: they hold step 1, the same as without --steps. */
+    int steps;
+    char optimizer[16];
+    double lr;
 } eq_run_meta;
 
 /* How a rank holds a tensor: replicated over a group (-1) or split along a dimension over it. */

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "equiv_config.h"
+#include "harness/optimizer.h"
+#include "harness/runner.h"
 #include "models/model.h"
 
 void eq_cli_print_help(void)
@@ -23,7 +25,8 @@ void eq_cli_print_help(void)
            "  equiv bench [--only NAME[,NAME]] [--quick] [--out DIR]\n"
            "                                                   time, memory, GEMM rate and time per phase\n"
            "                                                   of set runs (README: `equiv bench`)\n"
-           "  equiv --list                                     cases, layouts, dtypes, algorithms\n"
+           "  equiv --list                                     cases, layouts, dtypes; algorithms,\n"
+           "                                                   backends and comms (what this build lacks too)\n"
            "  equiv --help | --version\n"
            "\n"
            "run options:\n"
@@ -38,7 +41,7 @@ void eq_cli_print_help(void)
            "  --nccl-proto P     its protocol: simple (default), ll, ll128; they place each element in\n"
            "                     its chunk as NCCL does (--comm sim; recorded in the dump)\n"
            "  --size S           ci (default, seconds) or docs (the source documents' shapes)\n"
-           "  --seed N           seed of the counter-based RNG (default 1234)\n"
+           "  --seed N           seed of the counter-based RNG (default " EQ_SEED_DEFAULT_TEXT ")\n"
            "  --grads C          data-parallel gradient convention: avg (DDP, default) or sum\n"
            "  --numerics N       gpt: equiv (its own init), megatron (Megatron-Core's init: N(0, 0.02),\n"
            "                     output layers / sqrt(2 layers)), megatron_tf32 (and fp32 GEMMs in TF32);\n"
@@ -51,6 +54,12 @@ void eq_cli_print_help(void)
            "  --forward-only     the forward pass alone (no backward, no gradients captured)\n"
            "  --truth            also run the step in fp64 and say whether the layout is less accurate\n"
            "                     than the reference or only rounded differently\n"
+           "  --steps N          train N optimizer steps, the layout beside the reference, and report the\n"
+           "                     divergence curve: rounding (bounded) or a bug (a factor, growth); the\n"
+           "                     first step is the run's dumps and tables (default 1; gpt; --comm sim)\n"
+           "  --optimizer O      with --steps: adam (default, torch's defaults) or sgd, on fp32 master\n"
+           "                     weights\n"
+           "  --lr X             with --steps: the learning rate (default: the optimizer's, README)\n"
            "  --backend B        cpu (default) or cuda (cuBLAS GEMMs; needs a build with CUDA and a GPU)\n"
            "  --comm C           sim (default: every rank in this process, collectives emulated);\n"
            "                     mpi: one rank per process under mpirun/srun (-np = dp x tp), rank 0\n"
@@ -111,7 +120,7 @@ static eq_status parse_format(const char *text, eq_format *out)
 typedef enum {
     OPT_CASE, OPT_SIZE, OPT_TP, OPT_DP, OPT_DTYPE, OPT_ALGO, OPT_NCCL_CHANNELS, OPT_NCCL_PROTO, OPT_SEED, OPT_GRADS,
     OPT_NUMERICS, OPT_INJECT, OPT_FORWARD_ONLY,
-    OPT_TRUTH, OPT_BACKEND, OPT_COMM, OPT_EXPECT, OPT_TOLERANCE, OPT_ATOL, OPT_RTOL, OPT_GROWTH, OPT_UPDATE,
+    OPT_TRUTH, OPT_STEPS, OPT_OPTIMIZER, OPT_LR, OPT_BACKEND, OPT_COMM, OPT_EXPECT, OPT_TOLERANCE, OPT_ATOL, OPT_RTOL, OPT_GROWTH, OPT_UPDATE,
     OPT_ONLY, OPT_QUICK, OPT_OUT, OPT_FORMAT, OPT_CASES_DIR, OPT_TOLERANCES, OPT_VERBOSE, OPT_LIST, OPT_HELP,
     OPT_VERSION, OPT_COUNT
 } option_id;
@@ -146,6 +155,9 @@ static const option_spec options[OPT_COUNT] = {
     [OPT_INJECT] = {"--inject", NULL, 1, 1, RUN},
     [OPT_FORWARD_ONLY] = {"--forward-only", NULL, 0, 0, RUN},
     [OPT_TRUTH] = {"--truth", NULL, 0, 0, RUN},
+    [OPT_STEPS] = {"--steps", NULL, 1, 0, RUN},
+    [OPT_OPTIMIZER] = {"--optimizer", NULL, 1, 0, RUN},
+    [OPT_LR] = {"--lr", NULL, 1, 0, RUN},
     [OPT_BACKEND] = {"--backend", NULL, 1, 0, RUN},
     [OPT_COMM] = {"--comm", "--transport", 1, 0, RUN},
     [OPT_EXPECT] = {"--expect", NULL, 1, 0, COMPARE},
@@ -247,11 +259,26 @@ static eq_status parse_value(eq_cli *cli, option_id id, const char *val)
         cli->bugs |= (unsigned)bug;
         break;
     }
+    case OPT_STEPS:
+        st = parse_int(opt, val, 1, EQ_STEPS_MAX, &v);
+        cli->steps = (int)v;
+        break;
+    case OPT_OPTIMIZER: {
+        eq_optimizer_kind k = EQ_OPT_ADAM;
+        st = eq_optimizer_parse(val, &k);
+        cli->optimizer = (int)k;
+        cli->has_optimizer = 1;
+        break;
+    }
+    case OPT_LR:
+        st = parse_real(opt, val, 0.0, 1e300, &cli->lr);
+        if (st == EQ_OK && !(cli->lr > 0.0)) st = EQ_FAIL(EQ_ERR_USAGE, "--lr wants a learning rate > 0, got '%s'", val);
+        cli->has_lr = 1;
+        break;
     case OPT_BACKEND: cli->backend = val; break;
     case OPT_COMM:
-        if (strcmp(val, "sim") != 0 && strcmp(val, "mpi") != 0 && strcmp(val, "nccl") != 0)
-            st = EQ_FAIL(EQ_ERR_USAGE, "unknown --comm '%s' (known: sim, mpi, nccl)", val);
-        cli->transport = val;
+        st = eq_comm_find(val, &cli->comm);
+        if (st != EQ_OK) cli->comm = NULL; /* which ranks print the error: main.c */
         break;
     case OPT_EXPECT:
         cli->has_expect = 1;
@@ -336,6 +363,20 @@ static eq_status pick_command(eq_cli *cli, const char *const *positional, int n_
     return EQ_OK;
 }
 
+/* --steps with the options it goes with: a many-step run keeps both runs in this process. */
+static eq_status check_steps(const eq_cli *cli)
+{
+    if (cli->steps > 1 && cli->comm != NULL && cli->comm->multi_process)
+        return EQ_FAIL(EQ_ERR_USAGE, "--steps %d runs under --comm sim only (both runs train in this process; "
+                       "--comm %s is not supported yet)", cli->steps, cli->comm->name);
+    if (cli->steps > 1 && cli->forward_only)
+        return EQ_FAIL(EQ_ERR_USAGE, "--steps %d trains on the gradients: not with --forward-only", cli->steps);
+    if (cli->steps <= 1 && (cli->has_optimizer || cli->has_lr))
+        return EQ_FAIL(EQ_ERR_USAGE, "--%s sets the optimizer of a many-step run: give --steps N with N > 1",
+                       cli->has_optimizer ? "optimizer" : "lr");
+    return EQ_OK;
+}
+
 eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
 {
     memset(cli, 0, sizeof *cli);
@@ -343,12 +384,14 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
     cli->size = "ci";
     cli->all_dtypes = 1;
     cli->algo = EQ_ALGO_RING;
-    cli->seed = 1234;
+    cli->seed = EQ_SEED_DEFAULT;
     cli->backend = "cpu";
-    cli->transport = "sim";
+    cli->comm = &eq_comms[0]; /* the default: sim (harness/comms.h) */
     cli->format = EQ_FORMAT_MARKDOWN;
     cli->growth = 1.5;
     cli->numerics = -1;
+    cli->steps = 1;
+    cli->optimizer = EQ_OPT_ADAM;
     int n_positional = 0, seen[OPT_COUNT] = {0};
     const char *positional[3] = {0};
     for (int i = 1; i < argc; i++) {
@@ -395,5 +438,5 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
     }
     if (cli->command == EQ_CMD_RUN && cli->case_name == NULL)
         return EQ_FAIL(EQ_ERR_USAGE, "no --case given (see equiv --list)");
-    return EQ_OK;
+    return check_steps(cli);
 }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "harness/case_file.h"
+#include "harness/comms.h"
 #include "reductions/collectives.h"
 
 typedef enum {
@@ -20,6 +21,9 @@ typedef enum {
 } eq_command;
 typedef enum { EQ_FORMAT_MARKDOWN, EQ_FORMAT_JSON, EQ_FORMAT_HTML } eq_format;
 
+/* The most --steps a run takes (each step runs the reference and the layout again). */
+#define EQ_STEPS_MAX 10000
+
 typedef struct {
     eq_command command;
     /* run */
@@ -32,12 +36,17 @@ typedef struct {
     eq_nccl_config nccl;               /* --nccl-channels, --nccl-proto; zero: not given (the default) */
     uint64_t seed;
     const char *backend;
-    const char *transport;             /* --comm: "sim" (default), "mpi", "nccl" */
+    const eq_comm *comm;               /* --comm: sim (default), mpi, nccl (harness/comms.h); NULL after
+                                        * an unknown name */
     int grads;                         /* eq_grad_convention (models/model.h) */
     int numerics;                      /* eq_numerics; -1: not given (the size's keys decide) */
     unsigned bugs;                     /* eq_bug flags to inject into the layout's run, never the reference */
     int forward_only;                  /* --forward-only: no backward, no gradients */
     int truth;                         /* --truth: both runs also against the fp64 run (harness/truth.h) */
+    int steps;                         /* --steps N: optimizer steps of both runs (1: the one step; harness/train.h) */
+    int optimizer;                     /* --optimizer: an eq_optimizer_kind (harness/optimizer.h), adam unless given */
+    int has_optimizer, has_lr;         /* given on the command line */
+    double lr;                         /* --lr (has_lr), else the optimizer's default */
     /* compare (two dumps), diff (two report.json) */
     const char *compare_paths[2];
     double growth;                     /* diff: a layer regressed when its divergence grew past this factor */

@@ -9,6 +9,7 @@
 #include "harness/golden.h"
 #include "harness/matrix.h"
 #include "harness/out_dir.h"
+#include "harness/runner.h"
 #include "reports/matrix_report.h"
 #include "reports/report.h"
 
@@ -67,7 +68,8 @@ cleanup:
     return st;
 }
 
-/* The envelopes are recorded at the ci size with seed 1234 and the ring order (golden/README.md). */
+/* The envelopes are recorded at the ci size with the default seed (1234) and the ring order
+ * (golden/README.md). */
 eq_status eq_cmd_golden(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
@@ -80,7 +82,7 @@ eq_status eq_cmd_golden(const eq_cli *cli, int *n_unexpected)
     eq_progress_init(&progress, stderr, eq_progress_mode_for(stderr, cli->verbose), NULL, NULL);
     eq_matrix_options opt = {.cases_dir = paths.cases_dir, .tolerances_path = paths.tolerances,
                              .case_filter = cli->case_name, .dtype_filter = -1, .size = "ci", .algo = EQ_ALGO_RING,
-                             .seed = 1234, .progress = &progress};
+                             .seed = EQ_SEED_DEFAULT, .progress = &progress};
     EQ_TRY(eq_matrix_run(&opt, &m));
     if (cli->update) {
         EQ_TRY(eq_golden_update(paths.golden_dir, &m, stdout));

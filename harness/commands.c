@@ -7,20 +7,21 @@
 
 #include "equiv_config.h"
 #include "harness/atomic_file.h"
+#include "harness/comms.h"
 #include "harness/compare.h"
 #include "harness/data_home.h"
 #include "harness/dump.h"
 #include "harness/out_dir.h"
 #include "harness/phase_time.h"
+#include "harness/plan.h"
 #include "harness/run_load.h"
 #include "harness/runner.h"
+#include "harness/train.h"
 #include "harness/world.h"
+#include "models/backend.h"
 #include "models/models.h"
 #include "reports/report.h"
 #include "reports/report_diff.h"
-#if EQUIV_HAVE_CUDA
-#include "reductions/fold_cuda.h"
-#endif
 
 #define MAX_COMPARISONS 64
 
@@ -33,15 +34,6 @@ void eq_paths_resolve(const eq_cli *cli, eq_paths *p)
     if (cli->tolerances_path) snprintf(p->tolerances, sizeof p->tolerances, "%s", cli->tolerances_path);
     else snprintf(p->tolerances, sizeof p->tolerances, "%s/golden/tolerances.ini", home);
     snprintf(p->golden_dir, sizeof p->golden_dir, "%s/golden/envelopes", home);
-}
-
-static eq_status find_tolerance(const eq_tolerance_table *table, const char *entry, const char *who,
-                                const char *table_path, eq_tolerance *out)
-{
-    const eq_tolerance *t = eq_tolerance_find(table, entry);
-    if (t == NULL) return EQ_FAIL(EQ_ERR_INPUT, "%s names tolerance entry '%s', which %s lacks", who, entry, table_path);
-    *out = *t;
-    return EQ_OK;
 }
 
 /* Reports to standard output, and with --out also report.md, report.json, report.html. */
@@ -112,97 +104,64 @@ static eq_status run_and_dump(const eq_cli *cli, eq_out *out, const eq_run_spec 
     return write_dump(out, cap);
 }
 
-/* The layouts to check: the one asked for, else every layout of the case but the reference
- * (unless the reference is all it lists). */
-static int layouts_to_run(const eq_cli *cli, const eq_case *kase, eq_layout *out)
-{
-    if (cli->dp || cli->tp) {
-        out[0] = (eq_layout){cli->dp ? cli->dp : 1, cli->tp ? cli->tp : 1};
-        return 1;
-    }
-    int n = 0;
-    for (int i = 0; i < kase->n_layouts; i++)
-        if (kase->layouts[i].dp != 1 || kase->layouts[i].tp != 1) out[n++] = kase->layouts[i];
-    if (n == 0) out[n++] = (eq_layout){1, 1};
-    return n;
-}
-
-/* --comm: sim, or a multi-process transport this build has and this case supports. (One layout
- * only under a multi-process transport, the one of --dp and --tp: start_world insists on them.) */
+/* --comm: a comm this build has, running --algo (harness/comms.h), and a case it supports. (One
+ * layout only under a multi-process comm, the one of --dp and --tp: start_world insists on them.) */
 static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec)
 {
-    const char *comm = cli->transport;
-    if (cli->algo == EQ_ALGO_TP_INVARIANT && strcmp(comm, "sim") != 0)
-        return EQ_FAIL(EQ_ERR_USAGE, "--algo tp_invariant chains the tp ranks' accumulators in one process: it needs "
-                       "--comm sim");
+    const eq_comm *comm = cli->comm;
+    eq_status st = eq_comm_check(comm, cli->algo);
+    if (st != EQ_OK) return st;
     if ((cli->nccl.channels != 0 || cli->nccl.proto != EQ_NCCL_SIMPLE) &&
-        (strcmp(comm, "sim") != 0 || cli->algo != EQ_ALGO_RING))
+        (comm->multi_process || cli->algo != EQ_ALGO_RING))
         return EQ_FAIL(EQ_ERR_USAGE, "--nccl-channels and --nccl-proto place the elements of the emulated ring: they "
                        "need --algo ring and --comm sim (under --comm nccl, NCCL itself chooses)");
-    if (strcmp(comm, "sim") == 0) {
-        if (cli->algo == EQ_ALGO_MPI)
-            return EQ_FAIL(EQ_ERR_USAGE, "--algo mpi is MPI's own all-reduce: it needs --comm mpi");
-        return EQ_OK;
-    }
-    if (strcmp(comm, "mpi") != 0 && strcmp(comm, "nccl") != 0)
-        return EQ_FAIL(EQ_ERR_USAGE, "unknown --comm '%s' (known: sim, mpi, nccl)", comm);
-    if (!EQUIV_HAVE_MPI)
-        return EQ_FAIL(EQ_ERR_USAGE, "--comm %s: this equiv was built without MPI (install libopenmpi-dev, "
-                       "meson configure -Dmpi=enabled)", comm);
-    if (strcmp(comm, "nccl") == 0 && !EQUIV_HAVE_NCCL)
-        return EQ_FAIL(EQ_ERR_USAGE, "--comm nccl: this equiv was built without NCCL (it needs the cuda, nccl and "
-                       "mpi features: nvcc, libnccl and libopenmpi-dev)");
-    if (strcmp(comm, "nccl") == 0 && (cli->algo == EQ_ALGO_SEQ || cli->algo == EQ_ALGO_MPI))
-        return EQ_FAIL(EQ_ERR_USAGE, "--comm nccl runs NCCL's algorithms: --algo ring, tree or fp32acc (NVLS)");
-    if (spec != NULL && !spec->model->multi_process) {
+    if (spec != NULL && comm->multi_process && !spec->model->multi_process) {
         char known[256] = "";
         for (int i = 0; eq_models[i] != NULL; i++)
             if (eq_models[i]->multi_process)
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? ", " : "",
                          eq_models[i]->name);
         return EQ_FAIL(EQ_ERR_USAGE, "case %s (model %s) does not run under --comm %s yet (models that do: %s)",
-                       spec->kase->name, spec->model->name, comm, known);
+                       spec->kase->name, spec->model->name, comm->name, known);
     }
     return EQ_OK;
 }
 
 /* --backend names where the step computes: a model that computes on the host only refuses any
  * other backend, so that a dump never says cuda for a step that ran on the CPU. */
-static eq_status check_backend(const eq_cli *cli, const eq_run_spec *spec)
+static eq_status check_backend(const eq_cli *cli, const eq_run_spec *spec, const eq_backend_choice **choice)
 {
-    if (strcmp(cli->backend, "cuda") == 0 && cli->algo == EQ_ALGO_TP_INVARIANT)
+    eq_status st = eq_backend_choice_find(cli->backend, choice);
+    if (st != EQ_OK || (*choice)->host) return st;
+    if (cli->algo == EQ_ALGO_TP_INVARIANT)
         return EQ_FAIL(EQ_ERR_USAGE, "--algo tp_invariant sums over K with the CPU's ordered GEMM: run it with "
                        "--backend cpu");
-    if (strcmp(cli->backend, "cuda") != 0 || !spec->model->host_only) return EQ_OK;
+    if (!spec->model->host_only) return EQ_OK;
     return EQ_FAIL(EQ_ERR_USAGE, "case %s (model %s) computes on the host only (every sum accumulated in fp64 and "
                    "rounded once, in its own order): run it with --backend cpu, under any --comm", spec->kase->name,
                    spec->model->name);
 }
 
-/* Under --comm mpi the ranks start together before anything else, so that every error after this
- * point is agreed on and printed once, by the rank it happened on, before MPI finalizes (a rank
- * that exits first with an error makes the launcher end the others). */
+/* Under a multi-process comm the ranks start together before anything else, so that every error
+ * after this point is agreed on and printed once, by the rank it happened on, before MPI finalizes
+ * (a rank that exits first with an error makes the launcher end the others). */
 static eq_status start_world(const eq_cli *cli, eq_world *world, int *have_world)
 {
-    int nccl = strcmp(cli->transport, "nccl") == 0;
-    if (strcmp(cli->transport, "mpi") != 0 && !nccl) return EQ_OK;
+    const eq_comm *comm = cli->comm;
+    if (comm->start_world == NULL) return EQ_OK;
     if (cli->dp == 0 && cli->tp == 0)
         return EQ_FAIL(EQ_ERR_USAGE, "--comm %s runs one layout: give --dp and --tp (the launcher starts dp x tp "
-                       "processes)", cli->transport);
-    if (!EQUIV_HAVE_MPI || (nccl && !EQUIV_HAVE_NCCL)) return check_comm(cli, NULL);
+                       "processes)", comm->name);
+    eq_status st = check_comm(cli, NULL);
+    if (st != EQ_OK) return st;
     *have_world = 1;
-    eq_status st = eq_world_init_mpi(world, (eq_layout){cli->dp ? cli->dp : 1, cli->tp ? cli->tp : 1});
-    /* NCCL's communicators over the MPI world: one GPU per process (world_nccl.c) */
-    if (st == EQ_OK && nccl) st = check_comm(cli, NULL);
-    if (st == EQ_OK && nccl) st = eq_world_start_nccl(world, cli->algo);
-    return st;
+    return comm->start_world(world, (eq_layout){cli->dp ? cli->dp : 1, cli->tp ? cli->tp : 1}, cli->algo);
 }
 
 eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
     eq_paths paths;
-    char who[1100];
     eq_case *kase = calloc(1, sizeof *kase);
     eq_tolerance_table *table = calloc(1, sizeof *table);
     eq_comparison cmps[MAX_COMPARISONS];
@@ -217,6 +176,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     eq_progress progress; /* rank 0's, from the first run on */
     eq_progress_init(&progress, stderr, EQ_PROGRESS_OFF, NULL, NULL);
     const eq_backend *backend = NULL; /* released at the end (device buffers) */
+    const eq_backend_choice *backend_choice = NULL;
     int n_cmps = 0, n_dtypes = 0, have_world = 0;
     memset(distributed, 0, sizeof distributed);
     if (kase == NULL || table == NULL) {
@@ -230,13 +190,11 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     EQ_TRY(eq_case_load_named(paths.cases_dir, cli->case_name, kase));
     EQ_TRY(eq_tolerance_load(paths.tolerances, table));
     EQ_TRY(eq_run_spec_init(&spec, kase, cli->size));
-    EQ_TRY(check_backend(cli, &spec));
+    EQ_TRY(check_backend(cli, &spec, &backend_choice));
     EQ_TRY(eq_backend_find(cli->backend, &backend));
     spec.step.backend = backend;
-#if EQUIV_HAVE_CUDA
-    /* --backend cuda with the sim transport: the same algorithm-exact collectives, folded on the device. */
-    if (backend == &eq_backend_cuda && strcmp(cli->transport, "sim") == 0) spec.step.transport = &eq_transport_sim_cuda;
-#endif
+    /* every rank in this process: the same algorithm-exact collectives, folded where the backend computes */
+    if (!cli->comm->multi_process) spec.step.transport = backend_choice->in_process;
     spec.step.algo = cli->algo;
     spec.step.nccl = cli->nccl;
     spec.step.seed = cli->seed;
@@ -254,19 +212,12 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     } else {
         dtypes[n_dtypes++] = cli->dtype;
     }
-    const int n_layouts = layouts_to_run(cli, kase, layouts);
+    const int n_layouts = eq_plan_layouts(kase, (eq_layout){cli->dp, cli->tp}, layouts);
     EQ_TRY(check_comm(cli, &spec));
-    snprintf(who, sizeof who, "case file %s", kase->path);
+    EQ_TRY(eq_train_check(cli, &spec));
     for (int i = 0; i < n_dtypes; i++) {
-        if (kase->tolerance[dtypes[i]][0] == '\0') {
-            st = EQ_FAIL(EQ_ERR_USAGE, "case %s has no tolerance entry for %s (it runs: see equiv --list)", kase->name,
-                         eq_dtype_name(dtypes[i]));
-            goto cleanup;
-        }
-        EQ_TRY(find_tolerance(table, kase->tolerance[dtypes[i]], who, paths.tolerances, &tols[dtypes[i]]));
-        const char *grad_entry = kase->grad_tolerance[dtypes[i]];
-        EQ_TRY(find_tolerance(table, grad_entry[0] ? grad_entry : kase->tolerance[dtypes[i]], who, paths.tolerances,
-                              &grad_tols[dtypes[i]]));
+        EQ_TRY(eq_plan_case_tolerances(table, paths.tolerances, kase, dtypes[i], &tols[dtypes[i]],
+                                       &grad_tols[dtypes[i]]));
         for (int j = 0; j < n_layouts; j++) {
             spec.step.dtype = dtypes[i];
             spec.step.layout = layouts[j];
@@ -333,6 +284,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
             EQ_TRY(eq_compare_runs(&ref, &test, cli->truth ? &truth : NULL, &tols[dtypes[i]], &grad_tols[dtypes[i]],
                                    expect, kase, &cmps[n_cmps]));
             n_cmps++;
+            EQ_TRY(eq_train_steps(cli, &spec, &ref, &test, &cmps[n_cmps - 1])); /* --steps N: steps 2..N */
             eq_capture_free(&test);
         }
         eq_capture_free(&ref);
@@ -439,10 +391,10 @@ static eq_status compare_tolerances(const eq_cli *cli, const eq_paths *paths, co
         snprintf(entry, sizeof entry, "default_%s", eq_dtype_name(dtype));
         who = "a run of no case (the default for its dtype)";
     }
-    EQ_TRY(find_tolerance(table, entry, who, paths->tolerances, tol));
+    EQ_TRY(eq_plan_tolerance(table, paths->tolerances, entry, who, tol));
     *grad_tol = *tol;
     if (cli->tolerance_name == NULL && known_case && kase->grad_tolerance[dtype][0] != '\0')
-        EQ_TRY(find_tolerance(table, kase->grad_tolerance[dtype], "the case", paths->tolerances, grad_tol));
+        EQ_TRY(eq_plan_tolerance(table, paths->tolerances, kase->grad_tolerance[dtype], "the case", grad_tol));
 cleanup:
     return st;
 }
@@ -514,46 +466,3 @@ cleanup:
     return st;
 }
 
-eq_status eq_cmd_list(const eq_cli *cli)
-{
-    eq_status st = EQ_OK;
-    eq_paths paths;
-    char names[64][EQ_CASE_KEY_MAX];
-    int n = 0;
-    eq_case *kase = calloc(1, sizeof *kase);
-    if (kase == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the case list");
-    eq_paths_resolve(cli, &paths);
-    EQ_TRY(eq_case_list(paths.cases_dir, names, 64, &n));
-    printf("cases (%s):\n", paths.cases_dir);
-    for (int i = 0; i < n; i++) {
-        char path[4096], layout[32];
-        snprintf(path, sizeof path, "%s/%s.ini", paths.cases_dir, names[i]);
-        EQ_TRY(eq_case_load(path, kase));
-        printf("  %-16s %s\n", kase->name, kase->summary);
-        printf("  %-16s layouts:", "");
-        for (int j = 0; j < kase->n_layouts; j++) printf(" %s", eq_layout_name(kase->layouts[j], layout, sizeof layout));
-        printf("; dtypes:");
-        for (int j = 0; j < kase->n_dtypes; j++) printf(" %s", eq_dtype_name(kase->dtypes[j]));
-        printf("; sizes:");
-        for (int j = 0; j < kase->n_sizes; j++) printf(" %s", kase->sizes[j].name);
-        printf("\n");
-    }
-    printf("models:");
-    for (int i = 0; eq_models[i] != NULL; i++) printf(" %s", eq_models[i]->name);
-    printf("\ndtypes: bf16 fp32 fp64\nalgorithms:");
-    for (int a = 0; a < EQ_ALGO_COUNT; a++) printf(" %s", eq_algo_name((eq_algo)a));
-    printf(" %s", eq_algo_name(EQ_ALGO_TP_INVARIANT));
-    printf("\nlayouts: dpD-tpT; a case's layouts divide its sizes (--dp, --tp pick one)\n");
-    printf("expectations: bit_exact within differs must_fail\nbackends: cpu%s\ncomms: sim", EQUIV_HAVE_CUDA ? " cuda" : "");
-    if (EQUIV_HAVE_MPI) {
-        printf(" mpi (one rank per process under mpirun or srun; models:");
-        for (int i = 0; eq_models[i] != NULL; i++)
-            if (eq_models[i]->multi_process) printf(" %s", eq_models[i]->name);
-        printf(")");
-    }
-    if (EQUIV_HAVE_NCCL) printf(" nccl (the same models, NCCL collectives, one GPU per process)");
-    printf("\n");
-cleanup:
-    free(kase);
-    return st;
-}

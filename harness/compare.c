@@ -10,6 +10,7 @@
 
 #include "harness/bf16.h"
 #include "harness/parallel.h"
+#include "harness/train_curve.h"
 
 /* The |d| thresholds of seed 002 section 2.1 (its layer tables keep 1e-3 and 1e-2). */
 const double eq_thresholds[EQ_N_THRESHOLDS] = {1e-4, 1e-3, 5e-3, 1e-2};
@@ -548,6 +549,8 @@ void eq_comparison_free(eq_comparison *c)
 {
     free(c->results);
     free(c->findings);
+    eq_steps_curve_free(c->steps);
+    free(c->steps);
     memset(c, 0, sizeof *c);
 }
 

@@ -136,11 +136,14 @@ typedef struct {
     eq_expect expect;         /* for activations, gradients and losses */
     eq_tensor_result *results; /* one per tensor, in the reference's capture order */
     int count;
-    int n_unexpected;         /* results not as expected, and findings (eq_judge's, harness/verdict.h) */
+    int n_unexpected;         /* results not as expected, findings, a curve not as expected (eq_judge's, harness/verdict.h) */
     /* What assembling the runs found (harness/run_load.h), "reference: ..." or "test run: ...":
      * each is not as expected. */
     char (*findings)[EQ_FINDING_MAX];
     int n_findings;
+    /* --steps N > 1: the two runs' training curve (harness/train_curve.h), owned; its verdict
+     * (eq_steps_curve_judge) counts in n_unexpected. NULL: one step. */
+    struct eq_steps_curve *steps;
 } eq_comparison;
 
 /* Compares every tensor of `test` against the tensor of the same path in `ref`. Both must hold

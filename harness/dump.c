@@ -11,6 +11,7 @@
 #include "harness/equiv_revision.h"
 #include "harness/atomic_file.h"
 #include "harness/h5util.h"
+#include "harness/run_cell.h"
 
 /* The command line of this process, shell-quoted (eq_dump_set_command); "" until set. A longer
  * one is cut at the buffer's end. */
@@ -90,11 +91,21 @@ static herr_t write_number_attr(hid_t obj, const char *name, hid_t file_type, hi
     return rc;
 }
 
-/* The root attributes that are strings, in the order they are written. */
-#define N_STRING_ATTRS 12
-static const char *const string_attr_names[N_STRING_ATTRS] = {
-    "case", "model", "size", "dtype", "transport", "algorithm", "backend", "version", "grads", "injected",
-    "gemm_kernel", "cpu"};
+/* One field of the run's identity as a root attribute (harness/run_cell.h). */
+static herr_t write_cell_attr(hid_t file, const eq_run_meta *m, const eq_cell_field *f)
+{
+    const void *value = eq_cell_member(m, f);
+    char text[EQ_NAME_MAX];
+    switch (f->type) {
+    case EQ_CELL_TEXT: return write_string_attr(file, f->key, value);
+    case EQ_CELL_DTYPE: return write_string_attr(file, f->key, eq_cell_text(m, f, text, sizeof text));
+    case EQ_CELL_INT: return write_number_attr(file, f->key, H5T_STD_I32LE, H5T_NATIVE_INT, value);
+    case EQ_CELL_I64: return write_number_attr(file, f->key, H5T_STD_I64LE, H5T_NATIVE_INT64, value);
+    case EQ_CELL_U64: return write_number_attr(file, f->key, H5T_STD_U64LE, H5T_NATIVE_UINT64, value);
+    case EQ_CELL_F64: return write_number_attr(file, f->key, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, value);
+    }
+    return -1;
+}
 
 static eq_status write_entry(hid_t group, hid_t bf16_type, const eq_capture_entry *e, const char *path)
 {
@@ -142,9 +153,6 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
     void *image = NULL;
     hid_t bf16_type = H5I_INVALID_HID, layers = H5I_INVALID_HID, group = H5I_INVALID_HID;
     const eq_run_meta *m = &cap->meta;
-    const char *string_attr_values[N_STRING_ATTRS] = {
-        m->case_name, m->model, m->size, eq_dtype_name(m->dtype), m->transport, m->algorithm, m->backend,
-        m->version, m->grads, m->injected, m->kernel, m->cpu};
 
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are reported once, through EQ_FAIL */
     /* Track link creation order so a reader can list each layer's tensors in capture order. */
@@ -166,27 +174,14 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
     H5_TRY(file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl), EQ_ERR_IO,
            "cannot write dump %s: creating the file failed (out of memory?)", path);
 
-    for (int i = 0; i < N_STRING_ATTRS; i++)
-        H5_TRY(write_string_attr(file, string_attr_names[i], string_attr_values[i]), EQ_ERR_IO,
-               "cannot write dump %s: writing root attribute %s failed", path, string_attr_names[i]);
-    if (m->numerics[0] != '\0') /* not the default only: other dumps keep their bytes */
-        H5_TRY(write_string_attr(file, "numerics", m->numerics), EQ_ERR_IO,
-               "cannot write dump %s: writing root attribute numerics failed", path);
-    if (m->gpu[0] != '\0') /* a run on a GPU only: CPU dumps keep their bytes */
-        H5_TRY(write_string_attr(file, "gpu", m->gpu), EQ_ERR_IO, "cannot write dump %s: writing root attribute gpu failed",
-               path);
-    if (m->nccl_proto[0] != '\0') { /* set on the command line only: other dumps keep their bytes */
-        H5_TRY(write_number_attr(file, "nccl_channels", H5T_STD_I32LE, H5T_NATIVE_INT, &m->nccl_channels), EQ_ERR_IO,
-               "cannot write dump %s: writing root attribute nccl_channels failed", path);
-        H5_TRY(write_string_attr(file, "nccl_proto", m->nccl_proto), EQ_ERR_IO,
-               "cannot write dump %s: writing root attribute nccl_proto failed", path);
+    /* The run's identity, in the order dumps have always had it (attr_slot); a field written
+     * only when set leaves other dumps' bytes as they were. */
+    for (int slot = 0; eq_cell_by_attr_slot(slot) != NULL; slot++) {
+        const eq_cell_field *f = eq_cell_by_attr_slot(slot);
+        if ((f->flags & EQ_CELL_ATTR) || ((f->flags & EQ_CELL_ATTR_IF_SET) && !eq_cell_is_default(m, f)))
+            H5_TRY(write_cell_attr(file, m, f), EQ_ERR_IO, "cannot write dump %s: writing root attribute %s failed",
+                   path, f->key);
     }
-    H5_TRY(write_number_attr(file, "dp", H5T_STD_I32LE, H5T_NATIVE_INT, &m->dp), EQ_ERR_IO,
-           "cannot write dump %s: writing root attribute dp failed", path);
-    H5_TRY(write_number_attr(file, "tp", H5T_STD_I32LE, H5T_NATIVE_INT, &m->tp), EQ_ERR_IO,
-           "cannot write dump %s: writing root attribute tp failed", path);
-    H5_TRY(write_number_attr(file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &m->seed), EQ_ERR_IO,
-           "cannot write dump %s: writing root attribute seed failed", path);
 
     /* Provenance: what ran, from which source, when. */
     char created[32];
@@ -273,6 +268,7 @@ cleanup:
 
 const char *eq_dump_filename(const eq_run_meta *meta, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s-%s-dp%d-tp%d.h5", meta->case_name, eq_dtype_name(meta->dtype), meta->dp, meta->tp);
+    char name[EQ_CELL_NAME_MAX];
+    snprintf(buf, len, "%s.h5", eq_cell_name(meta, name, sizeof name));
     return buf;
 }

@@ -1,8 +1,9 @@
 /* HDF5 dumps: one file per run.
  *
- *   /                     root attributes: case, model, size, dtype, dp, tp, transport, algorithm,
- *                         backend, seed, version, grads, injected (strings, except dp, tp: int, seed: uint64);
- *                         command, git_revision, created_utc (provenance)
+ *   /                     root attributes: the run's identity, one per field of harness/run_cell.h's
+ *                         table (case, model, size, dtype, dp, tp, transport, algorithm, backend,
+ *                         seed, version, grads, injected, ...; strings, except dp, tp: int32, seed:
+ *                         uint64); command, git_revision, created_utc (provenance)
  *   /config               attributes only: every hyperparameter the step read (sizes, eps, coefficients)
  *   /bfloat16             named datatype: 16-bit float, sign bit 15, exponent 7..14 (bias 127),
  *                         mantissa 0..6, so h5dump, h5diff and h5py read bf16 data as floats
@@ -30,10 +31,11 @@ void eq_dump_set_command(int argc, char *const *argv);
  * not HDF5, or one lacking the attributes and layout above is EQ_ERR_INPUT with the path named. */
 eq_status eq_dump_read(const char *path, eq_capture *out);
 
-/* A buffer of this size always holds eq_dump_filename's result (names are < EQ_NAME_MAX). */
-#define EQ_DUMP_FILENAME_MAX 128
+/* A buffer of this size always holds eq_dump_filename's result (EQ_CELL_NAME_MAX and ".h5"). */
+#define EQ_DUMP_FILENAME_MAX 1032
 
-/* "<case>-<dtype>-dp<D>-tp<T>.h5" for meta. */
+/* "<case>-<dtype>-dp<D>-tp<T>.h5" for a run at every default, the non-default fields after it
+ * ("row_parallel-bf16-dp1-tp4-tree.h5"): the cell's name (eq_cell_name), unique per cell. */
 const char *eq_dump_filename(const eq_run_meta *meta, char *buf, size_t len);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "harness/dump.h"
 #include "harness/h5util.h"
+#include "harness/run_cell.h"
 
 /* The schema version this reader understands (root attribute "schema"; absent means 1). */
 #define SCHEMA_VERSION 1
@@ -122,29 +123,15 @@ static int parse_dtype(const char *name, eq_dtype *out)
     return 0;
 }
 
-/* The root's string attributes this reader knows, and where they go. */
-typedef struct {
-    const char *name;
-    size_t offset, size; /* of the field in eq_run_meta */
-} string_attr;
-#define META_FIELD(name, field) {name, offsetof(eq_run_meta, field), sizeof((eq_run_meta *)0)->field}
-static const string_attr root_strings[] = {
-    META_FIELD("case", case_name),      META_FIELD("model", model),     META_FIELD("size", size),
-    META_FIELD("transport", transport), META_FIELD("algorithm", algorithm), META_FIELD("backend", backend),
-    META_FIELD("version", version),     META_FIELD("grads", grads),     META_FIELD("injected", injected),
-    META_FIELD("source", source),       META_FIELD("gemm_kernel", kernel), META_FIELD("cpu", cpu),
-    META_FIELD("gpu", gpu),               META_FIELD("numerics", numerics),
-};
-#define N_ROOT_STRINGS (int)(sizeof root_strings / sizeof root_strings[0])
-/* Root attributes read apart from the table; any other is the run's environment. */
-static const char *const root_others[] = {"dtype", "dp", "tp", "seed", "schema", "world_size",
-                                          "rank", "dp_rank", "tp_rank", "step"};
+/* Root attributes read apart from the field table (harness/run_cell.h); any other is the run's
+ * environment. */
+static const char *const root_others[] = {"schema", "rank", "dp_rank", "tp_rank"};
 #define N_ROOT_OTHERS (int)(sizeof root_others / sizeof root_others[0])
 
 static int is_known_root_attr(const char *name)
 {
-    for (int i = 0; i < N_ROOT_STRINGS; i++)
-        if (strcmp(name, root_strings[i].name) == 0) return 1;
+    const eq_cell_field *f = eq_cell_find(name);
+    if (f != NULL && (f->flags & (EQ_CELL_ATTR | EQ_CELL_ATTR_IF_SET))) return 1;
     for (int i = 0; i < N_ROOT_OTHERS; i++)
         if (strcmp(name, root_others[i]) == 0) return 1;
     return 0;
@@ -203,43 +190,65 @@ static eq_status read_int_attr(hid_t file, const char *path, const char *name, i
     return EQ_OK;
 }
 
+/* One field of the run's identity (harness/run_cell.h) from its root attribute, when the file
+ * has it; *found says whether it did. */
+static eq_status read_cell_attr(hid_t file, const char *path, const eq_cell_field *f, eq_run_meta *m, int *found)
+{
+    eq_status st = EQ_OK;
+    char text[EQ_NAME_MAX];
+    int64_t v = 0;
+    void *dest = eq_cell_member_mut(m, f);
+    switch (f->type) {
+    case EQ_CELL_TEXT:
+        return read_optional(file, path, "the root group", f->key, H5T_STRING, H5I_INVALID_HID, dest, f->size, found);
+    case EQ_CELL_DTYPE:
+        EQ_TRY(read_optional(file, path, "the root group", f->key, H5T_STRING, H5I_INVALID_HID, text, sizeof text,
+                             found));
+        if (*found && !eq_cell_parse(m, f, text))
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: root attribute %s is '%s' (want fp32, bf16 or fp64)", path, f->key, text);
+        break;
+    case EQ_CELL_INT:
+    case EQ_CELL_I64:
+        EQ_TRY(read_int_attr(file, path, f->key, (f->flags & EQ_CELL_ATTR_REQUIRED) != 0, f->lo, f->hi, &v, found));
+        if (!*found) break;
+        if (f->type == EQ_CELL_INT) *(int *)dest = (int)v;
+        else *(int64_t *)dest = v;
+        break;
+    case EQ_CELL_U64:
+        return read_optional(file, path, "the root group", f->key, H5T_INTEGER, H5T_NATIVE_UINT64, dest, 0, found);
+    case EQ_CELL_F64:
+        return read_optional(file, path, "the root group", f->key, H5T_FLOAT, H5T_NATIVE_DOUBLE, dest, 0, found);
+    }
+cleanup:
+    return st;
+}
+
 static eq_status read_root(hid_t file, const char *path, eq_run_meta *m, int *has_dtype)
 {
     eq_status st = EQ_OK;
-    char dtype_name[EQ_NAME_MAX];
-    int found = 0, f_rank = 0, f_dp_rank = 0, f_tp_rank = 0, f_world = 0, f_step = 0;
+    int found = 0, f_rank = 0, f_dp_rank = 0, f_tp_rank = 0;
     int64_t v = 0, schema = SCHEMA_VERSION;
     memset(m, 0, sizeof *m);
-    for (int i = 0; i < N_ROOT_STRINGS; i++)
-        EQ_TRY(read_optional(file, path, "the root group", root_strings[i].name, H5T_STRING, H5I_INVALID_HID,
-                             (char *)m + root_strings[i].offset, root_strings[i].size, &found));
-    EQ_TRY(read_optional(file, path, "the root group", "dtype", H5T_STRING, H5I_INVALID_HID, dtype_name,
-                         sizeof dtype_name, has_dtype));
-    if (*has_dtype && !parse_dtype(dtype_name, &m->dtype)) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "%s: root attribute dtype is '%s' (want fp32, bf16 or fp64)", path, dtype_name);
-        goto cleanup;
-    }
+    *has_dtype = 0;
     EQ_TRY(read_int_attr(file, path, "schema", 0, 1, INT32_MAX, &schema, &found));
     if (schema > SCHEMA_VERSION) {
         st = EQ_FAIL(EQ_ERR_INPUT, "%s: written for capture schema %lld; this equiv reads schema %d (update equiv)",
                      path, (long long)schema, SCHEMA_VERSION);
         goto cleanup;
     }
-    EQ_TRY(read_int_attr(file, path, "dp", 1, 1, 1 << 20, &v, &found));
-    m->dp = (int)v;
-    EQ_TRY(read_int_attr(file, path, "tp", 1, 1, 1 << 20, &v, &found));
-    m->tp = (int)v;
-    EQ_TRY(read_optional(file, path, "the root group", "seed", H5T_INTEGER, H5T_NATIVE_UINT64, &m->seed, 0, &found));
-    EQ_TRY(read_int_attr(file, path, "world_size", 0, 1, 1 << 20, &v, &f_world));
-    m->world_size = f_world ? (int)v : 0;
+    for (int i = 0; i < eq_cell_field_count; i++) {
+        const eq_cell_field *f = &eq_cell_fields[i];
+        if (!(f->flags & (EQ_CELL_ATTR | EQ_CELL_ATTR_IF_SET))) continue;
+        EQ_TRY(read_cell_attr(file, path, f, m, &found));
+        if (f->type == EQ_CELL_DTYPE) *has_dtype = found;
+    }
+    const int f_world = m->world_size > 0; /* read as 1 or more, or absent */
     EQ_TRY(read_int_attr(file, path, "rank", 0, 0, (1 << 20) - 1, &v, &f_rank));
     m->rank = (int)v;
     EQ_TRY(read_int_attr(file, path, "dp_rank", 0, 0, (1 << 20) - 1, &v, &f_dp_rank));
     m->dp_rank = (int)v;
     EQ_TRY(read_int_attr(file, path, "tp_rank", 0, 0, (1 << 20) - 1, &v, &f_tp_rank));
     m->tp_rank = (int)v;
-    EQ_TRY(read_int_attr(file, path, "step", 0, 0, INT64_MAX, &v, &f_step));
-    m->step = f_step ? v : 0;
     /* A rank's file names all of its place in the world, or none of it. */
     if (f_rank || f_dp_rank || f_tp_rank) {
         if (!(f_rank && f_dp_rank && f_tp_rank && f_world)) {

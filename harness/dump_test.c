@@ -343,10 +343,15 @@ static void test_filename(void)
     char buf[EQ_DUMP_FILENAME_MAX];
     set_meta(&m, EQ_BF16);
     eq_dump_filename(&m, buf, sizeof buf);
-    EQ_EXPECT(strcmp(buf, "row_parallel-bf16-dp2-tp4.h5") == 0, "filename '%s'", buf);
+    /* the cell's name: the layout's, then each setting that is not the default (grads, bugs, seed) */
+    EQ_EXPECT(strcmp(buf, "row_parallel-bf16-dp2-tp4-grads_sum-bug_skip_allreduce+grad_avg_twice-"
+                          "seed18364758544493064720.h5") == 0, "filename '%s'", buf);
     set_meta(&m, EQ_FP32);
     m.dp = 1;
     m.tp = 1;
+    snprintf(m.grads, sizeof m.grads, "avg"); /* every default: the name runs have always had */
+    snprintf(m.injected, sizeof m.injected, "none");
+    m.seed = 1234;
     eq_dump_filename(&m, buf, sizeof buf);
     EQ_EXPECT(strcmp(buf, "row_parallel-fp32-dp1-tp1.h5") == 0, "filename '%s'", buf);
 }

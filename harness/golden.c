@@ -3,11 +3,13 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/atomic_file.h"
+#include "harness/run_cell.h"
 
 /* A diff needs a table of (old lines + 1) x (new lines + 1) ints; past this many cells (64 MiB)
  * the changed region is shown as all old lines, then all new lines. */
@@ -36,6 +38,18 @@ static int has_case(const eq_matrix *m, const char *case_name)
     for (int i = 0; i < m->count; i++)
         if (strcmp(m->rows[i].case_name, case_name) == 0) return 1;
     return 0;
+}
+
+/* What every cell of case_name in m ran at, as a run's identity (harness/run_cell.h): the fields an
+ * envelope records (EQ_CELL_GOLDEN) come from the matrix's options, the rest stay at their
+ * defaults, as a matrix runs them. */
+static void matrix_cell(const eq_matrix *m, const char *case_name, eq_run_meta *cell)
+{
+    eq_cell_defaults(cell);
+    snprintf(cell->case_name, sizeof cell->case_name, "%s", case_name);
+    snprintf(cell->size, sizeof cell->size, "%s", m->size);
+    snprintf(cell->algorithm, sizeof cell->algorithm, "%s", eq_algo_name(m->algo));
+    cell->seed = m->seed;
 }
 
 /* A JSON string literal of text (quotes and escapes by jansson) on out; 0 on failure. */
@@ -79,12 +93,20 @@ static eq_status envelope_text(const eq_matrix *m, const char *case_name, char *
                 last_row = i;
                 last_result = k;
             }
-    fprintf(out, "{\n  \"equiv_golden\": 1,\n  \"case\": ");
-    ok &= put_json_string(out, case_name);
-    fprintf(out, ",\n  \"size\": ");
-    ok &= put_json_string(out, m->size);
-    fprintf(out, ",\n  \"algorithm\": \"%s\",\n  \"seed\": \"%llu\",\n  \"recorded_with\": ", eq_algo_name(m->algo),
-            (unsigned long long)m->seed);
+    /* the cell the envelope applies to, each field as a JSON string ("seed": "1234") */
+    eq_run_meta cell;
+    char value[EQ_NAME_MAX];
+    matrix_cell(m, case_name, &cell);
+    fprintf(out, "{\n  \"equiv_golden\": 1");
+    for (int slot = 0; eq_cell_by_json_slot(slot) != NULL; slot++) { /* in the reports' order */
+        const eq_cell_field *field = eq_cell_by_json_slot(slot);
+        /* a field the reports write only when set (EQ_CELL_JSON_IF_SET) likewise: older envelopes stay valid */
+        if (!(field->flags & EQ_CELL_GOLDEN) || (!(field->flags & EQ_CELL_JSON) && eq_cell_is_default(&cell, field)))
+            continue;
+        fprintf(out, ",\n  \"%s\": ", field->key);
+        ok &= put_json_string(out, eq_cell_text(&cell, field, value, sizeof value));
+    }
+    fprintf(out, ",\n  \"recorded_with\": ");
     ok &= put_json_string(out, m->backend);
     fprintf(out, ",\n  \"tensors\": [\n");
     for (int i = 0; i < m->count && ok; i++) {
@@ -139,23 +161,36 @@ static int copy_string(json_t *o, const char *key, char *dst, size_t len)
     return 1;
 }
 
-/* Reads the envelope at path, checking that it applies to case_name and m's size, seed and
- * algorithm. */
+/* Reads the envelope at path, checking that it applies to case_name and to the cell m runs it at
+ * (its EQ_CELL_GOLDEN fields: size, algorithm, seed). */
 static eq_status envelope_load(const char *path, const eq_matrix *m, const char *case_name, envelope *env)
 {
     eq_status st = EQ_OK;
     json_error_t err;
-    char kase[EQ_CASE_KEY_MAX], size[EQ_CASE_KEY_MAX], algo[32], seed[24];
+    eq_run_meta run, recorded;
+    char kase[EQ_CASE_KEY_MAX], recorded_text[EQ_NAME_MAX], run_text[EQ_NAME_MAX], said[512] = "", now[512] = "";
+    int differs = 0;
     memset(env, 0, sizeof *env);
+    matrix_cell(m, case_name, &run);
+    recorded = run;
     json_t *root = json_load_file(path, 0, &err);
     if (root == NULL) {
         st = EQ_FAIL(EQ_ERR_INPUT, "envelope %s: %s (line %d)", path, err.text, err.line);
         goto cleanup;
     }
     json_t *tensors = json_object_get(root, "tensors");
-    if (json_integer_value(json_object_get(root, "equiv_golden")) != 1 || !copy_string(root, "case", kase, sizeof kase) ||
-        !copy_string(root, "size", size, sizeof size) || !copy_string(root, "algorithm", algo, sizeof algo) ||
-        !copy_string(root, "seed", seed, sizeof seed) || !json_is_array(tensors)) {
+    int complete = json_integer_value(json_object_get(root, "equiv_golden")) == 1 && json_is_array(tensors) &&
+                   copy_string(root, "case", kase, sizeof kase);
+    for (int f = 0; complete && f < eq_cell_field_count; f++) {
+        const eq_cell_field *field = &eq_cell_fields[f];
+        if (!(field->flags & EQ_CELL_GOLDEN)) continue;
+        if (!(field->flags & EQ_CELL_JSON) && json_object_get(root, field->key) == NULL)
+            complete = eq_cell_parse(&recorded, field, field->fallback[0] ? field->fallback : ""); /* the default */
+        else
+            complete = copy_string(root, field->key, recorded_text, sizeof recorded_text) &&
+                       eq_cell_parse(&recorded, field, recorded_text);
+    }
+    if (!complete) {
         st = EQ_FAIL(EQ_ERR_INPUT, "envelope %s is not an equiv golden envelope (equiv_golden 1, case, size, "
                                    "algorithm, seed, tensors)", path);
         goto cleanup;
@@ -164,12 +199,19 @@ static eq_status envelope_load(const char *path, const eq_matrix *m, const char 
         st = EQ_FAIL(EQ_ERR_INPUT, "envelope %s is for case %s, not %s", path, kase, case_name);
         goto cleanup;
     }
-    char run_seed[24];
-    snprintf(run_seed, sizeof run_seed, "%llu", (unsigned long long)m->seed);
-    if (strcmp(size, m->size) != 0 || strcmp(algo, eq_algo_name(m->algo)) != 0 || strcmp(seed, run_seed) != 0) {
-        st = EQ_FAIL(EQ_ERR_USAGE, "envelope %s was recorded at size %s, algorithm %s, seed %s; the run is size %s, "
-                                   "algorithm %s, seed %s", path, size, algo, seed, m->size, eq_algo_name(m->algo),
-                     run_seed);
+    /* the other fields, each said as "size ci", in the reports' order */
+    for (int slot = 0; eq_cell_by_json_slot(slot) != NULL; slot++) {
+        const eq_cell_field *field = eq_cell_by_json_slot(slot);
+        if (!(field->flags & EQ_CELL_GOLDEN) || field->offset == offsetof(eq_run_meta, case_name)) continue;
+        eq_cell_text(&recorded, field, recorded_text, sizeof recorded_text);
+        eq_cell_text(&run, field, run_text, sizeof run_text);
+        differs |= strcmp(recorded_text, run_text) != 0;
+        snprintf(said + strlen(said), sizeof said - strlen(said), "%s%s %s", said[0] ? ", " : "", field->key,
+                 recorded_text);
+        snprintf(now + strlen(now), sizeof now - strlen(now), "%s%s %s", now[0] ? ", " : "", field->key, run_text);
+    }
+    if (differs) {
+        st = EQ_FAIL(EQ_ERR_USAGE, "envelope %s was recorded at %s; the run is %s", path, said, now);
         goto cleanup;
     }
     env->tensors = calloc(json_array_size(tensors) + 1, sizeof *env->tensors);

@@ -21,7 +21,7 @@ static int prints_errors(const eq_cli *cli)
 {
     eq_rank_env env;
     if (eq_world_error_printed()) return 0;
-    if (cli->transport == NULL || strcmp(cli->transport, "sim") == 0) return 1;
+    if (cli->comm != NULL && !cli->comm->multi_process) return 1; /* NULL: --comm unknown, maybe under a launcher */
     if (eq_rank_env_read(eq_env_get, &env) != EQ_OK || env.rank == 0) return 1;
     const struct timespec moment = {1, 0};
     nanosleep(&moment, NULL);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "harness/plan.h"
 #include "harness/runner.h"
 #include "reports/report.h"
 
@@ -24,33 +25,9 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
 }
 
-static int is_reference(eq_layout l) { return l.dp == 1 && l.tp == 1; }
-
-/* The layouts a case's dtype is checked under: all but the reference, or the reference against
- * itself (a determinism check) when that is all the case lists; as eq_cmd_run does. */
-static int cell_layouts(const eq_case *kase, eq_layout *out)
-{
-    int n = 0;
-    for (int i = 0; i < kase->n_layouts; i++)
-        if (!is_reference(kase->layouts[i])) out[n++] = kase->layouts[i];
-    if (n == 0) out[n++] = (eq_layout){1, 1};
-    return n;
-}
-
 static int wants_dtype(const eq_matrix_options *opt, eq_dtype dt)
 {
     return opt->dtype_filter < 0 || opt->dtype_filter == (int)dt;
-}
-
-static eq_status find_tolerance(const eq_tolerance_table *table, const char *entry, const eq_case *kase,
-                                const char *table_path, eq_tolerance *out)
-{
-    const eq_tolerance *t = eq_tolerance_find(table, entry);
-    if (t == NULL)
-        return EQ_FAIL(EQ_ERR_INPUT, "case file %s names tolerance entry '%s', which %s lacks", kase->path, entry,
-                       table_path);
-    *out = *t;
-    return EQ_OK;
 }
 
 /* The cases to run, sorted (eq_case_list sorts), loaded into cases[]. */
@@ -93,7 +70,7 @@ static eq_status plan_cells(const eq_matrix_options *opt, const eq_case *cases, 
     for (int c = 0; c < n_cases; c++) {
         const eq_case *kase = &cases[c];
         EQ_TRY(eq_run_spec_init(&spec, kase, opt->size));
-        const int n_layouts = cell_layouts(kase, layouts);
+        const int n_layouts = eq_plan_layouts(kase, (eq_layout){0, 0}, layouts); /* as eq_cmd_run's */
         for (int d = 0; d < kase->n_dtypes; d++) {
             const eq_dtype dt = kase->dtypes[d];
             if (!wants_dtype(opt, dt)) continue;
@@ -101,15 +78,8 @@ static eq_status plan_cells(const eq_matrix_options *opt, const eq_case *cases, 
                 n += n_layouts;
                 continue;
             }
-            if (kase->tolerance[dt][0] == '\0') {
-                st = EQ_FAIL(EQ_ERR_INPUT, "case file %s lists %s but names no tolerance entry for it", kase->path,
-                             eq_dtype_name(dt));
-                goto cleanup;
-            }
             eq_tolerance tol, grad_tol;
-            EQ_TRY(find_tolerance(table, kase->tolerance[dt], kase, opt->tolerances_path, &tol));
-            const char *grad_entry = kase->grad_tolerance[dt][0] ? kase->grad_tolerance[dt] : kase->tolerance[dt];
-            EQ_TRY(find_tolerance(table, grad_entry, kase, opt->tolerances_path, &grad_tol));
+            EQ_TRY(eq_plan_case_tolerances(table, opt->tolerances_path, kase, dt, &tol, &grad_tol));
             spec.step.dtype = dt;
             spec.step.layout = (eq_layout){1, 1};
             EQ_TRY(eq_run_check(&spec));

@@ -5,6 +5,7 @@
 
 #include "equiv_config.h"
 #include "harness/phase_time.h"
+#include "harness/run_cell.h"
 #include "harness/truth.h"
 #include "harness/verdict.h"
 #include "reductions/collectives.h"
@@ -21,7 +22,7 @@ eq_status eq_run_spec_init(eq_run_spec *spec, const eq_case *kase, const char *s
     spec->step.dtype = kase->dtypes[0];
     spec->step.layout = (eq_layout){1, 1};
     spec->step.algo = EQ_ALGO_RING;
-    spec->step.seed = 1234;
+    spec->step.seed = EQ_SEED_DEFAULT;
     spec->step.backend = &eq_backend_cpu;
     spec->step.transport = &eq_transport_sim;
     return eq_numerics_of(spec->size, -1, &spec->step.numerics); /* the case file's; --numerics overrides */
@@ -65,10 +66,8 @@ eq_status eq_run(const eq_run_spec *spec, eq_capture *out)
 {
     eq_capture_init(out);
     fill_meta(spec, &out->meta);
-    char layout[32], name[96];
-    snprintf(name, sizeof name, "%s %s %s", spec->kase->name, eq_dtype_name(spec->step.dtype),
-             eq_layout_name(spec->step.layout, layout, sizeof layout));
-    eq_progress_run(spec->step.progress, name);
+    char name[EQ_CELL_NAME_MAX];
+    eq_progress_run(spec->step.progress, eq_cell_title(&out->meta, name, sizeof name)); /* "gpt bf16 dp1-tp4" */
     eq_status st = spec->model->check(&spec->step);
     /* Every size of the case is a hyperparameter of the step (the dump's /config); the model adds
      * its own constants. */

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "harness/train_curve.h"
+
 /* What the metrics and the rounding-error bound say the difference is, into observed and diagnosis. */
 static void observe(eq_tensor_result *res)
 {
@@ -39,4 +41,5 @@ void eq_judge(eq_comparison *cmp)
         res->as_expected = met(res);
         cmp->n_unexpected += !res->as_expected;
     }
+    if (cmp->steps != NULL) cmp->n_unexpected += eq_steps_curve_judge(cmp->steps); /* --steps N: the curve */
 }

@@ -12,7 +12,8 @@
  *                appended ("; rel 6.7e-11, expected differs rel 3e-4..1e-2");
  *   as_expected  the expectation met by observed and, for a differs, the size met by worst_rel or
  *                ls_scale (harness/tolerance.h);
- * and the comparison's n_unexpected: the results not as expected, plus one per finding. Nothing
+ * and the comparison's n_unexpected: the results not as expected, plus one per finding, plus one
+ * for a training curve not as expected (--steps N: eq_steps_curve_judge, harness/train_curve.h). Nothing
  * else writes these fields, so the verdict does not depend on the order the evidence arrived in,
  * and judging twice gives the same verdict. The truth run informs the reader, never the verdict. */
 #ifndef EQUIV_HARNESS_VERDICT_H

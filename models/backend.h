@@ -12,6 +12,7 @@
 
 #include "harness/status.h"
 #include "harness/tensor.h"
+#include "reductions/collectives.h"
 #include "reductions/gpu_describe.h" /* eq_gpu_describe, for the callers that name the backend */
 
 /* The row and element ops a backend runs, with the signatures and rounding contract of
@@ -71,6 +72,26 @@ eq_status eq_backend_cuda_open(void);
  * events: what the GEMM costs without the copies (models/gemm_cuda_bench.c). */
 eq_status eq_backend_cuda_time_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, int reps, double *seconds);
 extern const eq_backend_ops eq_backend_cuda_ops; /* models/ops_cuda.c */
+
+/* The backends --backend names, one row each (models/backends.c): what the driver asks instead of
+ * the name, and what `equiv --list` prints. A new backend is its eq_backend and a row. */
+typedef struct {
+    const char *name;          /* --backend NAME */
+    const char *summary;       /* one line for equiv --list */
+    const eq_backend *backend; /* NULL: not in this build */
+    eq_status (*open)(void);   /* readies it before anything runs (picks the device); NULL: nothing to */
+    /* The transport of a run whose ranks all live in this process (--comm sim): the emulated
+     * collectives, folded where this backend keeps its data. */
+    const eq_transport *in_process;
+    int host; /* 1: the CPU's ordered GEMMs: host-only models and --algo tp_invariant run on it */
+    const char *lacking, *remedy; /* a build without it: what it lacks ("CUDA"), and how to get it */
+} eq_backend_choice;
+
+extern const eq_backend_choice eq_backend_choices[];
+extern const int eq_backend_choice_count;
+
+/* The row named `name` (built or not); EQ_ERR_USAGE "unknown backend 'NAME' (known: cpu, cuda)". */
+eq_status eq_backend_choice_find(const char *name, const eq_backend_choice **out);
 
 /* "cpu" -> the CPU backend. "cuda" -> the CUDA backend, opened (EQ_ERR_BACKEND "no CUDA device"
  * when there is none), or EQ_ERR_USAGE "equiv was built without CUDA". EQ_ERR_USAGE otherwise. */

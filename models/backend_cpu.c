@@ -299,25 +299,6 @@ const eq_backend eq_backend_cpu_tf32 = {
     .shape_invariant = 1, /* rounding an input is per element: a slice rounds as the whole */
 };
 
-eq_status eq_backend_find(const char *name, const eq_backend **out)
-{
-    if (strcmp(name, "cpu") == 0) {
-        *out = &eq_backend_cpu;
-        return EQ_OK;
-    }
-    if (strcmp(name, "cuda") == 0) {
-#if EQUIV_HAVE_CUDA
-        eq_status st = eq_backend_cuda_open();
-        if (st == EQ_OK) *out = &eq_backend_cuda;
-        return st;
-#else
-        return EQ_FAIL(EQ_ERR_USAGE, "--backend cuda: equiv was built without CUDA (no nvcc when meson set up the "
-                                     "build; see README, GPU)");
-#endif
-    }
-    return EQ_FAIL(EQ_ERR_USAGE, "unknown backend '%s' (built: cpu%s)", name, EQUIV_HAVE_CUDA ? ", cuda" : "");
-}
-
 void eq_cpu_prefer_avx512_openblas(char **argv)
 {
     const char *want = getenv("EQUIV_OPENBLAS_CORETYPE"); /* an explicit choice for equiv wins */

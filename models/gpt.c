@@ -14,6 +14,10 @@
  * capture_out_grad). Biases are left out: Megatron zeroes them (seed 002 section 1) and they would add nothing here.
  * Injected bugs touch block 0 only (its fc1 shards, its fc2 all-reduce) and the dp reduction.
  *
+ * Many steps (--steps N, harness/train.h): every parameter is trained (each has its "_grad"); a
+ * step given step->params starts from them instead of the seed's init, and step t > 0 draws its
+ * own batch (draw_batch), so that step 0 is the single-step run bit for bit.
+ *
  * Under --comm mpi or nccl (step->world) each process runs its own (dp_rank, tp_rank): its
  * replica's batch columns, its heads and its column/row shards; the tp collectives of the block
  * and the dp reduction run over its groups. Then everything captured is gathered to the full shape
@@ -77,7 +81,24 @@ static eq_status gpt_check(const eq_step *step)
     return read_sizes(step, &z);
 }
 
-/* The master parameters of block `layer`, initialised by the table in gpt_block.h. */
+/* A parameter's value from a many-step run's current parameters (step->params): the tensor at
+ * `path`, of the parameter's dtype and shape. */
+static eq_status take_param(const eq_step *step, const char *path, eq_tensor *dst)
+{
+    const eq_capture_entry *e = eq_capture_find(step->params, path);
+    if (e == NULL) return EQ_FAIL(EQ_ERR_INPUT, "gpt: the step's parameters lack %s", path);
+    if (!eq_tensor_same_shape(&e->tensor, dst)) {
+        char have[64], want[64];
+        return EQ_FAIL(EQ_ERR_INPUT, "gpt: parameter %s is %s %s, the step wants %s %s", path,
+                       eq_dtype_name(e->tensor.dtype), eq_tensor_shape_str(&e->tensor, have, sizeof have),
+                       eq_dtype_name(dst->dtype), eq_tensor_shape_str(dst, want, sizeof want));
+    }
+    memcpy(dst->data, e->tensor.data, eq_tensor_bytes(dst));
+    return EQ_OK;
+}
+
+/* The master parameters of block `layer`: step->params' when given, else initialised by the table
+ * in gpt_block.h. */
 static eq_status init_params(const eq_step *step, const gpt_sizes *z, int layer, gpt_block_params *p)
 {
     eq_status st = gpt_params_alloc(p, z, step->dtype);
@@ -85,12 +106,50 @@ static eq_status init_params(const eq_step *step, const gpt_sizes *z, int layer,
     char name[EQ_NAME_MAX];
 #define GPT_INIT(field, ndim, d0, d1, init, std, split)                                               \
     snprintf(name, sizeof name, "layers/%02d/" #field, layer);                                      \
-    for (int64_t i = 0; i < eq_tensor_numel(&p->field); i++)                                         \
-        if (init == GPT_INIT_ONE) eq_tensor_set(&p->field, i, 1.0);                                  \
-    if (init == GPT_INIT_NORMAL) eq_rng_fill_normal(&p->field, step->seed, name, (std));
+    if (step->params != NULL) {                                                                      \
+        EQ_TRY(take_param(step, name, &p->field));                                                   \
+    } else {                                                                                         \
+        for (int64_t i = 0; i < eq_tensor_numel(&p->field); i++)                                     \
+            if (init == GPT_INIT_ONE) eq_tensor_set(&p->field, i, 1.0);                              \
+        if (init == GPT_INIT_NORMAL) eq_rng_fill_normal(&p->field, step->seed, name, (std));         \
+    }
     GPT_BLOCK_PARAMS(GPT_INIT)
 #undef GPT_INIT
-    return EQ_OK;
+cleanup:
+    return st;
+}
+
+/* The final LayerNorm's gamma (1) and beta (0), or step->params'. */
+static eq_status init_final_norm(const eq_step *step, const gpt_sizes *z, eq_tensor *gamma, eq_tensor *beta)
+{
+    eq_status st = EQ_OK;
+    char name[EQ_NAME_MAX];
+    EQ_TRY(eq_tensor_init(gamma, step->dtype, 1, &z->hidden));
+    EQ_TRY(eq_tensor_init(beta, step->dtype, 1, &z->hidden));
+    if (step->params == NULL) {
+        for (int64_t i = 0; i < z->hidden; i++) eq_tensor_set(gamma, i, 1.0);
+        goto cleanup;
+    }
+    snprintf(name, sizeof name, "layers/%02d/lnf_gamma", (int)z->layers);
+    EQ_TRY(take_param(step, name, gamma));
+    snprintf(name, sizeof name, "layers/%02d/lnf_beta", (int)z->layers);
+    EQ_TRY(take_param(step, name, beta));
+cleanup:
+    return st;
+}
+
+/* The step's batch: input and target ~ N(0, 1), drawn under "layers/00/input" and "target" for
+ * step 0 (every single-step run), and under "step/<t>/layers/00/input", "step/<t>/target" for the
+ * t-th step of a many-step run. */
+static void draw_batch(const eq_step *step, eq_tensor *input, eq_tensor *target)
+{
+    char name[EQ_NAME_MAX];
+    if (step->step_index == 0) snprintf(name, sizeof name, "layers/00/input");
+    else snprintf(name, sizeof name, "step/%d/layers/00/input", step->step_index);
+    eq_rng_fill_normal(input, step->seed, name, 1.0);
+    if (step->step_index == 0) snprintf(name, sizeof name, "target");
+    else snprintf(name, sizeof name, "step/%d/target", step->step_index);
+    eq_rng_fill_normal(target, step->seed, name, 1.0);
 }
 
 /* Everything one replica computes, and what the run keeps of all replicas. */
@@ -411,11 +470,8 @@ static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
     EQ_TRY(eq_tensor_init(&run.input, step->dtype, 3, x_shape));
     EQ_TRY(eq_tensor_init(&run.target, step->dtype, 3, x_shape));
     EQ_TRY(eq_tensor_init(&run.full_lnf_out, step->dtype, 3, x_shape));
-    eq_rng_fill_normal(&run.input, step->seed, "layers/00/input", 1.0);
-    eq_rng_fill_normal(&run.target, step->seed, "target", 1.0);
-    EQ_TRY(eq_tensor_init(&run.lnf_gamma, step->dtype, 1, &z->hidden));
-    EQ_TRY(eq_tensor_init(&run.lnf_beta, step->dtype, 1, &z->hidden));
-    for (int64_t i = 0; i < z->hidden; i++) eq_tensor_set(&run.lnf_gamma, i, 1.0);
+    draw_batch(step, &run.input, &run.target);
+    EQ_TRY(init_final_norm(step, z, &run.lnf_gamma, &run.lnf_beta));
     for (int l = 0; l < L; l++) {
         EQ_TRY(init_params(step, z, l, &run.params[l]));
         if (run.capture_all) EQ_TRY(gpt_acts_alloc(&run.full_acts[l], z, z->batch, step->dtype));
@@ -460,4 +516,5 @@ const eq_model eq_model_gpt = {
     .run = gpt_run_step,
     .gemm_sites = gpt_sites,
     .multi_process = 1,
+    .trains = 1,
 };

@@ -79,6 +79,14 @@ typedef struct {
     eq_numerics numerics;       /* --numerics, else the size's `numerics = N` (gpt; others ignore it) */
     const eq_world *world;      /* NULL: every rank in this process (sim); else this process's ranks */
     eq_progress *progress;      /* where the step reports its phases (harness/progress.h); NULL: nobody */
+    /* A many-step run (--steps N, harness/train.h), for a model that trains (eq_model.trains):
+     * params NULL: the parameters initialised from the seed (every single-step run); else the
+     * step starts from these, full shape, looked up by path ("layers/03/fc1_weight"), each of the
+     * parameter's dtype and shape (EQ_ERR_INPUT naming the path otherwise). step_index 0: the
+     * batch of every single-step run; t > 0: a fresh batch for step t, drawn from the seed under
+     * names that include t. Models that do not train ignore both. */
+    const eq_capture *params;
+    int step_index;
 } eq_step;
 
 /* The groups a model reduces over. Without a world (sim): every member of the layout's tp (dp)
@@ -104,6 +112,10 @@ typedef struct {
     /* 1: computes on the host whatever step->backend is (no GEMM or op goes through it), so
      * --backend cuda is refused rather than run on the CPU under a GPU's name. */
     int host_only;
+    /* 1: honours step->params and step->step_index, and captures every parameter P it trains
+     * with its gradient "P_grad" at the same layer (of the global loss); a parameter without one
+     * is frozen. 0: --steps N > 1 is refused for its cases. */
+    int trains;
 } eq_model;
 
 /* The model named `name`, or EQ_ERR_INPUT listing the known ones. */

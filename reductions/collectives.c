@@ -1,6 +1,7 @@
 /* Names of the algorithms and reduction ops, and the sim group constructor. */
 #include "reductions/collectives.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const char *eq_algo_name(eq_algo a)
@@ -16,16 +17,33 @@ const char *eq_algo_name(eq_algo a)
     return "?";
 }
 
+const char *eq_algo_summary(eq_algo a)
+{
+    switch (a) {
+    case EQ_ALGO_RING: return "NCCL's ring: chunk c folds from ring index c+1 round to c";
+    case EQ_ALGO_TREE: return "binary tree reduce to rank 0, then broadcast";
+    case EQ_ALGO_FP32ACC: return "fp32 accumulation in rank order, rounded to the wire dtype once, as NVLS";
+    case EQ_ALGO_SEQ: return "rank 0, 1, ..., n-1, rounding after every add";
+    case EQ_ALGO_MPI: return "the MPI library's own MPI_Allreduce";
+    case EQ_ALGO_TP_INVARIANT: return "no all-reduce over tp: each tp rank continues the previous one's fp32 sum over K";
+    }
+    return "?";
+}
+
+_Static_assert(EQ_ALGO_NAMED == EQ_ALGO_TP_INVARIANT + 1, "EQ_ALGO_NAMED counts every eq_algo");
+
 eq_status eq_algo_parse(const char *name, eq_algo *out)
 {
-    for (int a = 0; a <= EQ_ALGO_TP_INVARIANT; a++) {
+    char known[128] = "";
+    for (int a = 0; a < EQ_ALGO_NAMED; a++) {
         if (strcmp(name, eq_algo_name((eq_algo)a)) == 0) {
             *out = (eq_algo)a;
             return EQ_OK;
         }
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", a ? ", " : "", eq_algo_name((eq_algo)a));
     }
-    return EQ_FAIL(EQ_ERR_USAGE, "unknown algorithm '%s' (known: ring, tree, fp32acc, seq, tp_invariant; mpi under --comm mpi)",
-                   name);
+    return EQ_FAIL(EQ_ERR_USAGE, "unknown algorithm '%s' (known: %s; equiv --list says which --comm runs each)", name,
+                   known);
 }
 
 const char *eq_redop_name(eq_redop op)

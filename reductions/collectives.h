@@ -31,8 +31,10 @@ typedef enum {
     EQ_ALGO_TP_INVARIANT = 5,
 } eq_algo;
 #define EQ_ALGO_COUNT 4 /* the emulated algorithms, 0..EQ_ALGO_COUNT-1: every transport runs them */
+#define EQ_ALGO_NAMED 6 /* every algorithm --algo names, 0..EQ_ALGO_NAMED-1 (mpi, tp_invariant too) */
 const char *eq_algo_name(eq_algo a);
-eq_status eq_algo_parse(const char *name, eq_algo *out); /* EQ_ERR_USAGE if unknown; knows "mpi", "tp_invariant" too */
+const char *eq_algo_summary(eq_algo a); /* one line on its order and rounding (equiv --list) */
+eq_status eq_algo_parse(const char *name, eq_algo *out); /* EQ_ERR_USAGE naming every algorithm if unknown */
 
 typedef enum { EQ_REDOP_SUM = 0, EQ_REDOP_AVG = 1 } eq_redop;
 const char *eq_redop_name(eq_redop op);

@@ -52,6 +52,15 @@ const eq_glossary_entry eq_glossary[] = {
     {"plots", "(HTML) max |d| (solid) and mean |d| (dashed) against layer, log scale; the tolerance as a grey line "
               "(per tensor, atol x rms(ref), where the tolerance scales with the reference); a red ring marks each "
               "point of a result not as expected."},
+    {"drift", "(training curve, --steps N) ||p_layout - p_ref|| / ||p_ref - p_ref at step 0|| over every trained "
+              "parameter's fp32 master weights after the step's update: how far apart the runs are in units of how "
+              "far the reference trained; per parameter in the list of the parameters that diverged most."},
+    {"grad norm ratio", "(training curve) ||g_layout|| / ||g_ref||, the L2 norms over every trained parameter's "
+                        "gradient in fp64: 1 within rounding (8u: 3.1% in bf16), a bug's factor otherwise (0.5 for "
+                        "grad_avg_twice at dp 2); |d loss|/loss the relative difference of the two runs' losses."},
+    {"curve", "(training curve) identical (every step bit-identical), rounding (drift small, growing no faster than "
+              "rounding allows), factor (a gradient norm ratio or a steady drift that a constant factor makes) or "
+              "growing (drift past max(0.1, 4 sqrt(u)), or growing faster than step^1.5): README, \"Many steps\"."},
     {NULL, NULL},
 };
 

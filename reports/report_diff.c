@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "harness/input_file.h"
+#include "harness/run_cell.h"
 #include "reports/report.h"
 #include "reports/report_diff.h"
 
@@ -111,7 +112,6 @@ static int check_abs_metric(const json_t *result, const char *key, char *why, si
  * holds every one with a sound value, else 0 and what is wrong in why ("result 3: ..."). */
 static int check_comparison(const json_t *cmp, char *why, size_t len)
 {
-    static const char *const run_keys[] = {"case", "dtype", "algorithm", "grads", "size"};
     static const char *const result_keys[] = {"path", "name", "observed", "diagnosis"};
     static const char *const observed[] = {"bit-exact", "within", "OUTSIDE", "NON-FINITE"};
     const json_t *test = json_object_get(cmp, "test"), *results = json_object_get(cmp, "results");
@@ -119,12 +119,18 @@ static int check_comparison(const json_t *cmp, char *why, size_t len)
     size_t i;
     char what[200];
     if (!json_is_object(cmp)) return snprintf(why, len, "is not an object"), 0;
-    for (size_t k = 0; k < sizeof run_keys / sizeof run_keys[0]; k++)
-        if (!json_is_string(json_object_get(test, run_keys[k])))
-            return snprintf(why, len, "lacks \"test.%s\" or has the wrong type there", run_keys[k]), 0;
-    for (int k = 0; k < 2; k++)
-        if (!is_integer_in(json_object_get(test, k ? "tp" : "dp"), 1, 1 << 20))
-            return snprintf(why, len, "test.%s is not an integer in 1..%d", k ? "tp" : "dp", 1 << 20), 0;
+    /* the keys cells are matched on that every report has (harness/run_cell.h): texts, then numbers */
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < eq_cell_field_count; k++) {
+            const eq_cell_field *f = &eq_cell_fields[k];
+            const int is_text = f->type == EQ_CELL_TEXT || f->type == EQ_CELL_DTYPE;
+            if (!(f->flags & EQ_CELL_DIFF) || !(f->flags & EQ_CELL_JSON) || is_text != (pass == 0)) continue;
+            if (is_text && !json_is_string(json_object_get(test, f->key)))
+                return snprintf(why, len, "lacks \"test.%s\" or has the wrong type there", f->key), 0;
+            if (!is_text && !is_integer_in(json_object_get(test, f->key), f->lo, f->hi))
+                return snprintf(why, len, "test.%s is not an integer in %lld..%lld", f->key, (long long)f->lo,
+                                (long long)f->hi), 0;
+        }
     if (!json_is_array(results)) return snprintf(why, len, "lacks \"results\" or has the wrong type there"), 0;
     json_array_foreach(results, i, r) {
         int ok = json_is_object(r);
@@ -184,13 +190,16 @@ cleanup:
     return st;
 }
 
-/* Two comparisons are the same cell when their test runs agree on these. */
+/* Two comparisons are the same cell when their test runs agree on the EQ_CELL_DIFF fields
+ * (harness/run_cell.h); a key that neither has (numerics, written only when set) agrees. */
 static int same_cell(const json_t *a, const json_t *b)
 {
-    static const char *const keys[] = {"case", "dtype", "dp", "tp", "algorithm", "grads", "size"};
     const json_t *test_a = json_object_get(a, "test"), *test_b = json_object_get(b, "test");
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
-        if (!json_equal(json_object_get(test_a, keys[k]), json_object_get(test_b, keys[k]))) return 0;
+    for (int k = 0; k < eq_cell_field_count; k++) {
+        if (!(eq_cell_fields[k].flags & EQ_CELL_DIFF)) continue;
+        const json_t *va = json_object_get(test_a, eq_cell_fields[k].key), *vb = json_object_get(test_b, eq_cell_fields[k].key);
+        if ((va != NULL || vb != NULL) && !json_equal(va, vb)) return 0;
+    }
     return 1;
 }
 
@@ -410,18 +419,25 @@ static void emit_counts(comment *out, const int *counts, int first)
     if (named == 0) emit(out, "-");
 }
 
-/* "gpt bf16 dp8-tp2 (ring, avg, ci)": case, dtype, layout (algorithm, gradients, size). */
+/* "gpt bf16 dp8-tp2 (ring, avg, ci)": the cell's title (harness/run_cell.h: case, dtype, layout),
+ * then its other EQ_CELL_DIFF fields (algorithm, gradients, size), those written only when set
+ * with their key ("numerics megatron"). */
 static void emit_cell_name(comment *out, const cell_diff *cell)
 {
     const json_t *t = json_object_get(cell->base != NULL ? cell->base : cell->head, "test");
-    static const char *const parts[] = {"case", " ", "dtype", " (", "algorithm", ", ", "grads", ", ", "size", ")"};
-    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k += 2) {
-        emit_text(out, text(t, parts[k]), NAME_TEXT, 0);
-        if (k == 2)
-            emit(out, " dp%lld-tp%lld", (long long)json_integer_value(json_object_get(t, "dp")),
-                 (long long)json_integer_value(json_object_get(t, "tp")));
-        emit(out, "%s", parts[k + 1]);
+    int shown = 0;
+    for (int k = 0; k < eq_cell_field_count; k++) {
+        const eq_cell_field *f = &eq_cell_fields[k];
+        const json_t *value = json_object_get(t, f->key);
+        if (!(f->flags & (EQ_CELL_TITLE | EQ_CELL_DIFF)) || value == NULL) continue;
+        if (f->flags & EQ_CELL_TITLE) emit(out, "%s", f->title_part);
+        else if (f->flags & EQ_CELL_JSON) emit(out, "%s", shown++ ? ", " : " (");
+        else emit(out, "%s%s ", shown++ ? ", " : " (", f->key); /* written only when set: say which */
+        if (json_is_string(value)) emit_text(out, json_string_value(value), NAME_TEXT, 0);
+        else if (json_is_real(value)) emit(out, "%g", json_real_value(value));
+        else emit(out, "%lld", (long long)json_integer_value(value));
     }
+    if (shown) emit(out, ")");
 }
 
 /* 0 regressed, 1 changed otherwise, 2 unchanged: the order of the table. */

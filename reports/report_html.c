@@ -11,6 +11,7 @@
 #include "reports/report.h"
 #include "reports/report_model.h"
 #include "reports/report_plots.h"
+#include "reports/report_steps.h"
 
 static const char page_style[] =
     "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px;color:#202124;"
@@ -128,6 +129,7 @@ static void row(const eq_renderer *rd, const eq_report_table *t, const eq_tensor
 static void table_end(const eq_renderer *rd) { fputs("</tbody>\n</table>\n", rd->out); }
 
 static eq_status plots(const eq_renderer *rd, const eq_comparison *c) { return eq_report_plots_html(rd->out, c); }
+static eq_status steps(const eq_renderer *rd, const eq_comparison *c) { return eq_report_steps_html(rd->out, c); }
 
 static const eq_renderer html = {
     .format = EQ_COLUMN_HTML,
@@ -149,6 +151,7 @@ static const eq_renderer html = {
     .row = row,
     .table_end = table_end,
     .plots = plots,
+    .steps = steps,
 };
 
 static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)

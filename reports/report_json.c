@@ -12,7 +12,8 @@
  *                                  "expect_size": {"metric": "rel", "lo", "hi"} for a differs
  *                                  that states its size,
  *                                  "theory": {...} where a rounding bound applies,
- *                                  "truth": {...} with --truth}]}],
+ *                                  "truth": {...} with --truth}],
+ *                     "steps": {...} with --steps N > 1 (reports/report_steps.h)}],
  *    "summary": {"comparisons", "tensors", "unexpected", "line"}}
  *
  * JSON has no NaN or Infinity. A non-finite metric (max_tol_ratio under a zero tolerance,
@@ -24,8 +25,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "harness/run_cell.h"
 #include "reports/report.h"
 #include "reports/report_columns.h"
+#include "reports/report_steps.h"
 
 static json_t *number(double v)
 {
@@ -49,36 +52,37 @@ static json_t *metrics_json(const eq_metrics *m)
     return bad ? NULL : o;
 }
 
+/* One field of the run's identity (harness/run_cell.h) as JSON. */
+static json_t *cell_json(const eq_run_meta *meta, const eq_cell_field *f)
+{
+    char text[EQ_NAME_MAX];
+    const void *value = eq_cell_member(meta, f);
+    switch (f->type) {
+    case EQ_CELL_TEXT: return json_string(value);
+    case EQ_CELL_DTYPE: return json_string(eq_cell_text(meta, f, text, sizeof text));
+    case EQ_CELL_INT: return json_integer(*(const int *)value);
+    case EQ_CELL_I64: return json_integer(*(const int64_t *)value);
+    case EQ_CELL_U64: {
+        /* json_int_t is signed 64-bit: a value above INT64_MAX goes out as its decimal string. */
+        const uint64_t v = *(const uint64_t *)value;
+        return v <= INT64_MAX ? json_integer((json_int_t)v) : json_string(eq_cell_text(meta, f, text, sizeof text));
+    }
+    case EQ_CELL_F64: return number(*(const double *)value);
+    }
+    return NULL;
+}
+
+/* The run's identity, its fields in the order reports have always had them (json_slot). */
 static json_t *run_json(const eq_run_meta *meta)
 {
     json_t *o = json_object();
     int bad = o == NULL;
-    bad |= json_object_set_new(o, "case", json_string(meta->case_name));
-    bad |= json_object_set_new(o, "model", json_string(meta->model));
-    bad |= json_object_set_new(o, "size", json_string(meta->size));
-    bad |= json_object_set_new(o, "dtype", json_string(eq_dtype_name(meta->dtype)));
-    bad |= json_object_set_new(o, "dp", json_integer(meta->dp));
-    bad |= json_object_set_new(o, "tp", json_integer(meta->tp));
-    bad |= json_object_set_new(o, "transport", json_string(meta->transport));
-    bad |= json_object_set_new(o, "algorithm", json_string(meta->algorithm));
-    bad |= json_object_set_new(o, "backend", json_string(meta->backend));
-    /* json_int_t is signed 64-bit: a seed above INT64_MAX goes out as its decimal string. */
-    char seed[24];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)meta->seed);
-    bad |= json_object_set_new(o, "seed", meta->seed <= INT64_MAX ? json_integer((json_int_t)meta->seed)
-                                                                   : json_string(seed));
-    bad |= json_object_set_new(o, "version", json_string(meta->version));
-    bad |= json_object_set_new(o, "grads", json_string(meta->grads));
-    bad |= json_object_set_new(o, "injected", json_string(meta->injected));
-    if (meta->kernel[0] != '\0') bad |= json_object_set_new(o, "gemm_kernel", json_string(meta->kernel));
-    if (meta->cpu[0] != '\0') bad |= json_object_set_new(o, "cpu", json_string(meta->cpu));
-    if (meta->gpu[0] != '\0') bad |= json_object_set_new(o, "gpu", json_string(meta->gpu));
-    if (meta->numerics[0] != '\0') bad |= json_object_set_new(o, "numerics", json_string(meta->numerics));
-    if (meta->source[0] != '\0') { /* a run equiv did not compute (harness/SCHEMA.md) */
-        bad |= json_object_set_new(o, "source", json_string(meta->source));
-        bad |= json_object_set_new(o, "world_size", json_integer(meta->world_size));
-        bad |= json_object_set_new(o, "step", json_integer(meta->step));
-        bad |= json_object_set_new(o, "environment", json_string(meta->env));
+    const int has_source = meta->source[0] != '\0'; /* a run equiv did not compute (harness/SCHEMA.md) */
+    for (int slot = 0; !bad && eq_cell_by_json_slot(slot) != NULL; slot++) {
+        const eq_cell_field *f = eq_cell_by_json_slot(slot);
+        if ((f->flags & EQ_CELL_JSON) || ((f->flags & EQ_CELL_JSON_IF_SET) && !eq_cell_is_default(meta, f)) ||
+            ((f->flags & EQ_CELL_JSON_IF_SOURCE) && has_source))
+            bad |= json_object_set_new(o, f->key, cell_json(meta, f));
     }
     if (bad) json_decref(o);
     return bad ? NULL : o;
@@ -187,6 +191,7 @@ static json_t *comparison_json(const eq_comparison *c)
     bad |= json_object_set_new(o, "tensors", json_integer(c->count));
     bad |= json_object_set_new(o, "unexpected", json_integer(c->n_unexpected));
     bad |= json_object_set_new(o, "results", results);
+    if (c->steps != NULL) bad |= json_object_set_new(o, "steps", eq_report_steps_json(c->steps));
     if (c->n_findings > 0) {
         json_t *findings = json_array();
         bad |= findings == NULL;

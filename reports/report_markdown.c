@@ -10,6 +10,7 @@
 
 #include "reports/report.h"
 #include "reports/report_model.h"
+#include "reports/report_steps.h"
 
 const char *eq_report_format_value(double v, int decimals, char *buf, size_t len)
 {
@@ -94,6 +95,12 @@ static void row(const eq_renderer *rd, const eq_report_table *t, const eq_tensor
     fputc('\n', rd->out);
 }
 
+static eq_status steps(const eq_renderer *rd, const eq_comparison *c)
+{
+    eq_report_steps_markdown(rd->out, c);
+    return EQ_OK;
+}
+
 static const eq_renderer markdown = {
     .format = EQ_COLUMN_MARKDOWN,
     .heading_begin = heading_begin,
@@ -113,6 +120,7 @@ static const eq_renderer markdown = {
     .table_begin = table_begin,
     .row = row,
     .table_end = line_end,
+    .steps = steps,
 };
 
 static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)

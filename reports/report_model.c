@@ -205,6 +205,11 @@ static eq_status params_line(const eq_renderer *rd, const eq_comparison *c)
     return EQ_OK;
 }
 
+static eq_status steps(const eq_renderer *rd, const eq_comparison *c)
+{
+    return rd->steps != NULL ? rd->steps(rd, c) : EQ_OK;
+}
+
 static eq_status plots(const eq_renderer *rd, const eq_comparison *c)
 {
     return rd->plots != NULL ? rd->plots(rd, c) : EQ_OK;
@@ -332,6 +337,7 @@ const eq_report_part eq_report_parts[] = {
     {"runs", EQ_COLUMN_MARKDOWN, runs},
     {"findings", EQ_COLUMN_BOTH, findings},
     {"parameters and inputs", EQ_COLUMN_BOTH, params_line},
+    {"steps", EQ_COLUMN_BOTH, steps},
     {"plots", EQ_COLUMN_HTML, plots},
     {"per-layer tables", EQ_COLUMN_BOTH, layer_tables},
     {"no per-layer rows", EQ_COLUMN_MARKDOWN, no_layer_rows},

@@ -245,6 +245,8 @@ int main(void)
     int n_both = 0;
     for (int p = 0; p < eq_report_n_parts; p++) {
         if ((eq_report_parts[p].shown_in & EQ_COLUMN_BOTH) != EQ_COLUMN_BOTH) continue;
+        /* the training curve is written by reports/report_steps.c in each format (report_steps_test) */
+        if (strcmp(eq_report_parts[p].name, "steps") == 0) continue;
         part_in_both(&eq_report_parts[p], &c, markdown, html);
         n_both++;
     }

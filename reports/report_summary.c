@@ -2,12 +2,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "harness/run_cell.h"
 #include "reports/report.h"
+#include "reports/report_steps.h"
 
 const char *eq_report_run_name(const eq_run_meta *meta, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s %s dp%d-tp%d", meta->case_name, eq_dtype_name(meta->dtype), meta->dp, meta->tp);
-    return buf;
+    return eq_cell_title(meta, buf, len);
 }
 
 int eq_report_worse_first(const eq_tensor_result *a, const eq_tensor_result *b)
@@ -47,7 +48,10 @@ const char *eq_report_summary(const eq_comparison *cmps, int n, char *buf, size_
     int used = snprintf(buf, len, "equiv: %d comparison%s, %d tensor%s, ", n, n == 1 ? "" : "s", tensors,
                         tensors == 1 ? "" : "s");
     if (used < 0 || (size_t)used >= len) return buf;
-    if (unexpected == 0 || worst == NULL) {
+    char curve[4 * EQ_NAME_MAX];
+    if (unexpected > 0 && worst == NULL && eq_report_steps_unexpected(cmps, n, curve, sizeof curve) != NULL) {
+        snprintf(buf + used, len - (size_t)used, "%d NOT as expected (%s)", unexpected, curve);
+    } else if (unexpected == 0 || worst == NULL) {
         snprintf(buf + used, len - (size_t)used, "all as expected");
     } else {
         char run[3 * EQ_NAME_MAX], first_run[3 * EQ_NAME_MAX];

@@ -94,6 +94,24 @@ def first_result(d):
     return d["comparisons"][0]["results"][0]
 
 
+# The steps object of a --steps run (reports/report_steps.c), two steps of one parameter.
+MINIMAL_STEPS = {
+    "n_steps": 2, "optimizer": {"name": "adam", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8},
+    "class": "rounding", "expected": ["identical", "rounding"], "as_expected": True,
+    "why": "drift 0.01 of the distance trained", "loss_rel": 1e-5, "drift": 0.01, "growth_exponent": 0.5,
+    "grad_ratio": 1.0001, "grad_ratio_step": 2, "frozen": 0,
+    "points": [{"step": t, "loss_ref": 2.0, "loss_test": 2.0, "loss_rel": 0.0, "grad_norm_ref": 1.0,
+                "grad_norm_test": 1.0, "grad_ratio": 1.0, "param_dist": 1e-5, "trained_dist": 1e-3,
+                "param_max_abs": 1e-6, "drift": 0.01} for t in (1, 2)],
+    "params": [{"path": "layers/00/w", "drift": [0.01, 0.01]}],
+}
+
+
+def steps(d):
+    """The first comparison's steps object, a minimal one added where the report has none."""
+    return d["comparisons"][0].setdefault("steps", copy.deepcopy(MINIMAL_STEPS))
+
+
 # (what the copy gets, how): each must make the report invalid.
 BROKEN = [
     ("a result without \"metrics\"", lambda d: first_result(d).pop("metrics")),
@@ -118,6 +136,11 @@ BROKEN = [
     ("a factor name that is a number", lambda d: first_result(d).update(factor_name=0.125)),
     ("a differs size of an unknown metric",
      lambda d: first_result(d).update(expect_size={"metric": "max", "lo": 0.0, "hi": 1.0})),
+    ("a curve class that does not exist", lambda d: steps(d).update({"class": "close"})),
+    ("a steps object without its points", lambda d: steps(d).pop("points")),
+    ("a step point without its drift", lambda d: steps(d)["points"][0].pop("drift")),
+    ("an optimizer --optimizer does not take", lambda d: steps(d)["optimizer"].update(name="rmsprop")),
+    ("a parameter curve as a number", lambda d: steps(d)["params"][0].update(drift=0.01)),
 ]
 
 # What report_json.c may write: each must stay valid.
@@ -131,6 +154,10 @@ ALLOWED = [
      lambda d: first_result(d).update(argmax_index=[3, 7], fitted_factor=0.125, factor_name="1/8")),
     ("a differs with its size",
      lambda d: first_result(d).update(expect="differs", expect_size={"metric": "rel", "lo": 3e-4, "hi": 1e-2})),
+    ("a steps object (--steps N)", steps),
+    ("a sgd curve, a bug's class, a non-finite drift",
+     lambda d: steps(d).update(optimizer={"name": "sgd", "lr": 0.01}, expected=["factor", "growing"],
+                               drift="NaN", **{"class": "factor"})),
 ]
 
 

@@ -34,11 +34,14 @@ run row_parallel 0 --case row_parallel
 run gpt_tp2 0 --case gpt --tp 2
 run row_parallel_truth 0 --case row_parallel --tp 4 --truth
 run gpt_tp4_skip_allreduce 1 --case gpt --tp 4 --inject skip_allreduce # not as expected: exit 1
+run gpt_steps 0 --case gpt --tp 2 --dtype bf16 --steps 3 # the training curve's "steps" object
 
-"$python" "$check" "$schema" "$work/row_parallel.json" "$work/row_parallel_truth.json" "$work/gpt_tp2.json" "$work/gpt_tp4_skip_allreduce.json"
+"$python" "$check" "$schema" "$work/row_parallel.json" "$work/row_parallel_truth.json" "$work/gpt_tp2.json" "$work/gpt_tp4_skip_allreduce.json" \
+    "$work/gpt_steps.json"
 status=$?
 [ "$status" -eq 77 ] && exit 77
 [ "$status" -eq 0 ] || failed=1
 
 "$python" "$check" --self-test "$schema" "$work/gpt_tp4_skip_allreduce.json" || failed=1
+"$python" "$check" --self-test "$schema" "$work/gpt_steps.json" || failed=1
 exit "$failed"
