@@ -1,13 +1,18 @@
-/* The per-layer tables' sections and columns (report_columns.h). Seed 002 section 2.2's columns
- * after the verdict and what was observed; the HTML tables leave out the median, the 1e-4 share
- * and the worst relative error (sections 3-4 print without them); every metric is in the JSON. */
+/* The reports' tables and columns and the JSON metrics (report_columns.h). The per-layer tables
+ * have seed 002 section 2.2's columns after the verdict and what was observed; the HTML tables
+ * leave out the median, the 1e-4 share and the worst relative error (sections 3-4 print without
+ * them); every metric is in the JSON. */
 #include "reports/report_columns.h"
 
 #include <stddef.h>
 #include <stdio.h>
 
+#include "harness/rounding_bound.h"
+#include "harness/truth.h"
+
 #include "reports/number_format.h"
 #include "reports/report.h"
+#include "reports/report_model.h"
 
 const char *eq_report_format_layer(int layer, char *buf, size_t len)
 {
@@ -67,20 +72,20 @@ static const char *mean_ratio(const eq_tensor_result *r, eq_expect e, char *buf,
 }
 
 const eq_report_column eq_report_columns[] = {
-    {"verdict", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, verdict},
-    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer},
-    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor},
-    {"observed", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, observed},
-    {"max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "max_abs", max_abs},
-    {"mean |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "mean_abs", mean_abs},
-    {"median |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "median_abs", median_abs},
-    {"%>1e-4", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "frac_above_1e-4", share_1e4},
-    {"%>1e-3", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "frac_above_1e-3", share_1e3},
-    {"%>1e-2", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "frac_above_1e-2", share_1e2},
-    {"ULP@max", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "ulp_at_max", ulp_at_max},
-    {"max ULP", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "max_ulp", max_ulp},
-    {"mean(dist/ref)", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "mean_ratio", mean_ratio},
-    {"worst rel", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "worst_rel", worst_rel},
+    {"verdict", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, verdict, 0},
+    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer, 0},
+    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor, 0},
+    {"observed", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, observed, 0},
+    {"max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "max_abs", max_abs, 0},
+    {"mean |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "mean_abs", mean_abs, 0},
+    {"median |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "median_abs", median_abs, 0},
+    {"%>1e-4", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "frac_above_1e-4", share_1e4, 0},
+    {"%>1e-3", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "frac_above_1e-3", share_1e3, 0},
+    {"%>1e-2", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "frac_above_1e-2", share_1e2, 0},
+    {"ULP@max", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "ulp_at_max", ulp_at_max, 0},
+    {"max ULP", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "max_ulp", max_ulp, 0},
+    {"mean(dist/ref)", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "mean_ratio", mean_ratio, 0},
+    {"worst rel", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "worst_rel", worst_rel, 0},
 };
 const int eq_report_n_columns = (int)(sizeof eq_report_columns / sizeof eq_report_columns[0]);
 
@@ -119,9 +124,99 @@ const eq_report_metric eq_report_metrics[] = {
 const int eq_report_n_metrics = (int)(sizeof eq_report_metrics / sizeof eq_report_metrics[0]);
 _Static_assert(EQ_N_THRESHOLDS == 4, "eq_report_metrics must name every threshold");
 
-const eq_report_section eq_report_sections[] = {
-    {EQ_ROLE_ACTIVATION, "Activations"},
-    {EQ_ROLE_GRAD, "Gradients"},
-    {EQ_ROLE_LOSS, "Losses"},
+/* ---- the tables: the per-layer ones, the rounding-error theory and the fp64 truth ---- */
+
+static int of_role(const eq_tensor_result *r, eq_role role) { return r->role == role; }
+static int not_as_expected(const eq_tensor_result *r) { return !r->as_expected; }
+static int theory_applies(const eq_tensor_result *r, eq_role role) { return r->theory.applies; }
+static int above_det_bound(const eq_tensor_result *r) { return r->theory.det_ratio > 1.0; }
+static int truth_applies(const eq_tensor_result *r, eq_role role) { return r->truth.applies; }
+
+#define CELL(fn, expr)                                                                   \
+    static const char *fn(const eq_tensor_result *r, eq_expect e, char *buf, size_t len) \
+    {                                                                                    \
+        return expr;                                                                     \
+    }
+#define SIG3(fn, value) CELL(fn, eq_format_sig(value, 3, buf, len))
+CELL(theory_reading, (snprintf(buf, len, "%s", eq_theory_reading(&r->theory, r->m.max_abs)), buf))
+CELL(terms, (snprintf(buf, len, "%lld", (long long)r->theory.terms), buf))
+CELL(split, (snprintf(buf, len, "%d -> %d", r->theory.ref_partitions, r->theory.test_partitions), buf))
+SIG3(det_ratio, r->theory.det_ratio)
+SIG3(prob_ratio, r->theory.prob_ratio)
+SIG3(det_bound, r->theory.det_bound_max)
+SIG3(prob_bound, r->theory.prob_bound_max)
+SIG3(lambda, r->theory.prob_lambda)
+CELL(truth_reading, eq_truth_reading(&r->truth, buf, len))
+SIG3(truth_ref_max, r->truth.ref_max)
+SIG3(truth_test_max, r->truth.test_max)
+SIG3(truth_ref_rel, r->truth.ref_rel)
+SIG3(truth_test_rel, r->truth.test_rel)
+
+/* The last field is the Markdown alignment cell's width where it is not the header's plus two, as
+ * these tables have always been printed. */
+static const eq_report_column theory_columns[] = {
+    {"reading", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, theory_reading, 0},
+    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer, 0},
+    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor, 0},
+    {"K", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, terms, 0},
+    {"split ref -> test", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, split, 18},
+    {"max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, max_abs, 0},
+    {"max |d|/det", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, det_ratio, 14},
+    {"max |d|/99.9%", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, prob_ratio, 16},
+    {"largest det bound", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, det_bound, 0},
+    {"largest 99.9% bound", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, prob_bound, 0},
+    {"lambda", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, lambda, 0},
 };
-const int eq_report_n_sections = (int)(sizeof eq_report_sections / sizeof eq_report_sections[0]);
+
+static const eq_report_column truth_columns[] = {
+    {"reading", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, truth_reading, 0},
+    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer, 0},
+    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor, 0},
+    {"ref max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_ref_max, 15},
+    {"test max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_test_max, 16},
+    {"ref rel", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_ref_rel, 0},
+    {"test rel", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_test_rel, 0},
+};
+
+static void theory_intro(const eq_renderer *rd, const eq_comparison *c, const eq_tensor_result *first)
+{
+    rd->para_begin(rd);
+    eq_render_textf(rd,
+                    "The GEMMs whose operands are bit-identical in both runs, against the bound on |d| that rounding "
+                    "allows each element for the split of K: deterministic (Higham's gamma_n: no summation order "
+                    "exceeds it) and the 99.9%% bound (Higham and Mary's probabilistic bound, lambda chosen so that it "
+                    "fails at an element with probability at most %g under their model of independent rounding "
+                    "errors). ",
+                    first->theory.prob_failure);
+    rd->code(rd, "max |d|/det");
+    rd->text(rd, " is the largest of the per-element ratios |d_i| / det bound_i, not max |d| over the largest bound; "
+                 "above 1 it is not rounding.");
+    rd->para_end(rd);
+}
+
+static void truth_intro(const eq_renderer *rd, const eq_comparison *c, const eq_tensor_result *first)
+{
+    rd->para_begin(rd);
+    rd->text(rd, "Each run against the fp64 dp1-tp1 run of the same step: is the layout less accurate than the "
+                 "reference, or only rounded differently?");
+    rd->para_end(rd);
+}
+
+#define N_OF(a) ((int)(sizeof a / sizeof a[0]))
+/* The per-layer tables' column count, eq_report_n_columns, is no constant here:
+ * eq_report_table_columns reads it. */
+#define LAYER_TABLE(role, title) {title, role, of_role, not_as_expected, 1, NULL, eq_report_columns, 0}
+const eq_report_table eq_report_tables[] = {
+    LAYER_TABLE(EQ_ROLE_ACTIVATION, "Activations"),
+    LAYER_TABLE(EQ_ROLE_GRAD, "Gradients"),
+    LAYER_TABLE(EQ_ROLE_LOSS, "Losses"),
+    {"Rounding-error theory", 0, theory_applies, above_det_bound, 0, theory_intro, theory_columns,
+     N_OF(theory_columns)},
+    {"Against the fp64 truth", 0, truth_applies, NULL, 0, truth_intro, truth_columns, N_OF(truth_columns)},
+};
+const int eq_report_n_tables = N_OF(eq_report_tables);
+
+int eq_report_table_columns(const eq_report_table *t)
+{
+    return t->columns == eq_report_columns ? eq_report_n_columns : t->n_columns;
+}

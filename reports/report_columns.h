@@ -1,8 +1,9 @@
 /* What the reports show of a result, described once: the metrics of the JSON report (key, where
- * eq_metrics holds it) and the per-layer tables of the Markdown and HTML reports, their sections (one
- * per role) and columns (header, how a result's value is written, which writers show it, which JSON
- * metric it is). The writers render this description: a new metric is one row of eq_report_metrics
- * (and its property in reports/report.schema.json), a new table column one row of eq_report_columns.
+ * eq_metrics holds it) and the tables of the Markdown and HTML reports (title, intro, the rows
+ * they show, their columns: header, how a result's value is written, which writers show it,
+ * which JSON metric it is); reports/report_model.c writes them among a report's other parts. A
+ * new metric is one row of eq_report_metrics (and its property in reports/report.schema.json), a
+ * new table column one row of its table's columns (eq_report_columns for the per-layer tables).
  * report_columns_test holds the rows to the schema, to the writers' output and to the glossary
  * (reports/how_to_read.c, README's "How to read this report"), which defines each column. */
 #ifndef EQUIV_REPORTS_REPORT_COLUMNS_H
@@ -31,6 +32,7 @@ typedef struct {
     /* The cell's plain text; comparison_expect is the comparison's own expectation (the observed
      * column names a tensor's expectation where it differs from it). */
     const char *(*text)(const eq_tensor_result *r, eq_expect comparison_expect, char *buf, size_t len);
+    int markdown_rule; /* the width of its Markdown alignment cell ("--:"), where not the header's plus 2 */
 } eq_report_column;
 
 extern const eq_report_column eq_report_columns[];
@@ -49,16 +51,35 @@ typedef struct {
 extern const eq_report_metric eq_report_metrics[];
 extern const int eq_report_n_metrics;
 
-/* The tables, in order: one per role, shown when the comparison holds a result of that role. */
-typedef struct {
-    eq_role role;
-    const char *heading; /* "Activations" */
-} eq_report_section;
-
-extern const eq_report_section eq_report_sections[];
-extern const int eq_report_n_sections;
-
 /* A layer number, or "-" for a tensor of no layer (a user's run: the loss, an embedding). */
 const char *eq_report_format_layer(int layer, char *buf, size_t len);
+
+typedef struct eq_renderer eq_renderer; /* reports/report_model.h */
+
+/* A table of the results it has a row for, in capture order, shown when it has one. */
+typedef struct {
+    const char *title; /* its heading: "Activations" */
+    eq_role role;      /* the role has_row is given (the per-layer tables'); else unused */
+    int (*has_row)(const eq_tensor_result *r, eq_role role);
+    /* A row marked as failing: its verdict column bold in Markdown, class "fail" (else "ok") in
+     * HTML; NULL where no row is marked (no class either). */
+    int (*row_fails)(const eq_tensor_result *r);
+    int linked; /* its rows are what the results not as expected link to (HTML: id "cN/<path>") */
+    /* The paragraph under the title, given the table's first row; NULL for none. */
+    void (*intro)(const eq_renderer *rd, const eq_comparison *c, const eq_tensor_result *first);
+    const eq_report_column *columns;
+    int n_columns; /* 0 for the per-layer tables: eq_report_table_columns */
+} eq_report_table;
+
+/* The per-layer tables (activations, gradients, losses), then the rounding-error theory and the
+ * fp64 truth. */
+extern const eq_report_table eq_report_tables[];
+extern const int eq_report_n_tables;
+
+/* The most columns a table has (report_model_test holds each to it). */
+#define EQ_REPORT_MAX_COLUMNS 32
+
+/* How many columns t has (each format shows those of its shown_in). */
+int eq_report_table_columns(const eq_report_table *t);
 
 #endif

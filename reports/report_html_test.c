@@ -218,7 +218,7 @@ static void test_page(const eq_comparison *cmps, int n, const char *save_as)
                   strstr(glossary, "<dt>mean(dist/ref)</dt>"),
               "the glossary lacks a column");
     EXPECT_HAS(text, "<h4>Gradients</h4>");
-    EXPECT_HAS(text, "Parameters: 1 of 1 bit-identical after gathering. Inputs: 1 of 1 bit-identical.");
+    EXPECT_HAS(text, "Parameters and inputs: 1 parameter bit-identical after gathering, 1 input bit-identical.");
     EXPECT_HAS(text, "<p class=\"note\">All 2 tensors as expected.</p>");
     EQ_EXPECT(strstr(text, "<script") == NULL && strstr(text, "<link") == NULL && strstr(text, "url(") == NULL,
               "the page loads something");

@@ -1,0 +1,359 @@
+/* The parts of a comparison's report and their tables (report_model.h), written through a renderer. */
+#include "reports/report_model.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports/number_format.h"
+#include "reports/report.h"
+
+void eq_render_textf(const eq_renderer *rd, const char *fmt, ...)
+{
+    char text[1024];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(text, sizeof text, fmt, args);
+    va_end(args);
+    rd->text(rd, text);
+}
+
+int eq_report_write_table(const eq_renderer *rd, const eq_report_table *t, const eq_comparison *c)
+{
+    int rows = 0;
+    for (int i = 0; i < c->count; i++) {
+        const eq_tensor_result *r = &c->results[i];
+        if (!t->has_row(r, t->role)) continue;
+        if (rows++ == 0) {
+            rd->heading_begin(rd);
+            rd->text(rd, t->title);
+            rd->heading_end(rd);
+            if (t->intro != NULL) t->intro(rd, c, r);
+            rd->table_begin(rd, t);
+        }
+        char text[EQ_REPORT_MAX_COLUMNS][160];
+        const char *cells[EQ_REPORT_MAX_COLUMNS];
+        int n = 0;
+        for (int k = 0; k < eq_report_table_columns(t) && n < EQ_REPORT_MAX_COLUMNS; k++) {
+            if (!(t->columns[k].shown_in & rd->format)) continue;
+            cells[n] = t->columns[k].text(r, c->expect, text[n], sizeof text[n]);
+            n++;
+        }
+        rd->row(rd, t, r, t->row_fails != NULL && t->row_fails(r), cells);
+    }
+    if (rows > 0) rd->table_end(rd);
+    return rows;
+}
+
+/* eq_report_tables' order (reports/report_columns.c) */
+#define N_LAYER_TABLES 3
+#define THEORY (&eq_report_tables[3])
+#define TRUTH (&eq_report_tables[4])
+
+static void write_tolerance(const eq_renderer *rd, const eq_tolerance *tol)
+{
+    char formula[160];
+    rd->code(rd, tol->name);
+    rd->text(rd, ": ");
+    snprintf(formula, sizeof formula, "|d| <= %g%s + %g |ref|", tol->atol,
+             tol->atol_scale == EQ_ATOL_REF_RMS ? " rms(ref)" : "", tol->rtol);
+    rd->code(rd, formula);
+    eq_render_textf(rd, " (%s).", tol->source[0] ? tol->source : "no source given");
+}
+
+static eq_status expectation(const eq_renderer *rd, const eq_comparison *c)
+{
+    rd->para_begin(rd);
+    eq_render_textf(rd, "Expected: %s (parameters and inputs: bit_exact). Tolerance ", eq_expect_name(c->expect));
+    write_tolerance(rd, &c->tol);
+    rd->para_end(rd);
+    return EQ_OK;
+}
+
+static eq_status gradient_tolerance(const eq_renderer *rd, const eq_comparison *c)
+{
+    if (strcmp(c->grad_tol.name, c->tol.name) == 0 || c->grad_tol.name[0] == '\0') return EQ_OK;
+    rd->para_begin(rd);
+    rd->text(rd, "Gradients: tolerance ");
+    write_tolerance(rd, &c->grad_tol);
+    rd->para_end(rd);
+    return EQ_OK;
+}
+
+static eq_status gpu(const eq_renderer *rd, const eq_comparison *c)
+{
+    const char *t = c->test_meta.gpu, *r = c->ref_meta.gpu;
+    if (t[0] == '\0' && r[0] == '\0') return EQ_OK;
+    rd->para_begin(rd);
+    if (strcmp(t, r) == 0) eq_render_textf(rd, "GPU: %s.", t);
+    else eq_render_textf(rd, "GPU: this run %s; the reference %s.", t[0] ? t : "none", r[0] ? r : "none");
+    rd->para_end(rd);
+    return EQ_OK;
+}
+
+static eq_status numerics(const eq_renderer *rd, const eq_comparison *c)
+{
+    const char *t = c->test_meta.numerics, *r = c->ref_meta.numerics;
+    if (t[0] == '\0' && r[0] == '\0') return EQ_OK;
+    rd->para_begin(rd);
+    rd->text(rd, "Numerics: this run ");
+    rd->code(rd, t[0] ? t : "equiv");
+    rd->text(rd, ", the reference ");
+    rd->code(rd, r[0] ? r : "equiv");
+    rd->text(rd, " (README, \"Megatron's numerics\").");
+    rd->para_end(rd);
+    return EQ_OK;
+}
+
+/* The tensors the case file expects something else of ([expect.avg|sum|any]), each name once. */
+static eq_status tensor_expectations(const eq_renderer *rd, const eq_comparison *c)
+{
+    for (int e = 0; e < EQ_EXPECT_COUNT; e++) {
+        int shown = 0;
+        for (int i = 0; i < c->count; i++) {
+            const eq_tensor_result *r = &c->results[i];
+            if ((int)r->expect != e || r->expect == c->expect || r->role == EQ_ROLE_INPUT || r->role == EQ_ROLE_PARAM)
+                continue;
+            int seen = 0;
+            for (int j = 0; j < i && !seen; j++)
+                seen = (int)c->results[j].expect == e && strcmp(c->results[j].name, r->name) == 0;
+            if (seen) continue;
+            if (!shown) rd->para_begin(rd);
+            rd->text(rd, shown ? ", " : "Expected per tensor (the case file): ");
+            rd->code(rd, r->name);
+            shown++;
+        }
+        if (shown) {
+            eq_render_textf(rd, ": %s.", eq_expect_name((eq_expect)e));
+            rd->para_end(rd);
+        }
+    }
+    return EQ_OK;
+}
+
+/* A run equiv did not compute: what wrote it, its world and step, its environment. */
+static void write_run(const eq_renderer *rd, const char *which, const eq_run_meta *m)
+{
+    if (m->source[0] == '\0') return;
+    rd->para_begin(rd);
+    eq_render_textf(rd, "%s: written by %s", which, m->source);
+    if (m->world_size > 0) eq_render_textf(rd, ", %d rank%s assembled", m->world_size, m->world_size == 1 ? "" : "s");
+    eq_render_textf(rd, ", step %lld", (long long)m->step);
+    if (m->env[0] != '\0') eq_render_textf(rd, "; %s", m->env);
+    rd->text(rd, ".");
+    rd->para_end(rd);
+}
+
+static eq_status runs(const eq_renderer *rd, const eq_comparison *c)
+{
+    write_run(rd, "Reference", &c->ref_meta);
+    write_run(rd, "Test run", &c->test_meta);
+    return EQ_OK;
+}
+
+/* What assembling the runs found (harness/run_load.h): each is not as expected. */
+static eq_status findings(const eq_renderer *rd, const eq_comparison *c)
+{
+    if (c->n_findings == 0) return EQ_OK;
+    rd->heading_begin(rd);
+    rd->text(rd, "Assembly findings (");
+    rd->strong(rd, "FAIL");
+    rd->text(rd, ")");
+    rd->heading_end(rd);
+    rd->list_begin(rd);
+    for (int i = 0; i < c->n_findings; i++) {
+        rd->item_begin(rd, 1);
+        rd->text(rd, c->findings[i]);
+        rd->item_end(rd);
+    }
+    rd->list_end(rd);
+    return EQ_OK;
+}
+
+/* "2 parameters bit-identical after gathering, 1 input bit-identical" (or how many are not). */
+static eq_status params_line(const eq_renderer *rd, const eq_comparison *c)
+{
+    int n_param = 0, exact_param = 0, n_input = 0, exact_input = 0;
+    for (int i = 0; i < c->count; i++) {
+        const eq_tensor_result *r = &c->results[i];
+        int exact = r->observed == EQ_OBS_BIT_EXACT;
+        n_param += r->role == EQ_ROLE_PARAM;
+        exact_param += r->role == EQ_ROLE_PARAM && exact;
+        n_input += r->role == EQ_ROLE_INPUT;
+        exact_input += r->role == EQ_ROLE_INPUT && exact;
+    }
+    rd->para_begin(rd);
+    rd->text(rd, "Parameters and inputs: ");
+    if (n_param + n_input == 0) rd->text(rd, "none captured");
+    if (n_param > 0 && exact_param == n_param)
+        eq_render_textf(rd, "%d parameter%s bit-identical after gathering", n_param, n_param == 1 ? "" : "s");
+    else if (n_param > 0) {
+        eq_render_textf(rd, "%d of %d parameters ", n_param - exact_param, n_param);
+        rd->strong(rd, "differ");
+        rd->text(rd, " after gathering (listed below)");
+    }
+    const char *separator = n_param > 0 ? ", " : "";
+    if (n_input > 0 && exact_input == n_input)
+        eq_render_textf(rd, "%s%d input%s bit-identical", separator, n_input, n_input == 1 ? "" : "s");
+    else if (n_input > 0) {
+        eq_render_textf(rd, "%s%d of %d inputs ", separator, n_input - exact_input, n_input);
+        rd->strong(rd, "differ");
+        rd->text(rd, " (listed below)");
+    }
+    rd->text(rd, ".");
+    rd->para_end(rd);
+    return EQ_OK;
+}
+
+static eq_status steps(const eq_renderer *rd, const eq_comparison *c)
+{
+    return rd->steps != NULL ? rd->steps(rd, c) : EQ_OK;
+}
+
+static eq_status plots(const eq_renderer *rd, const eq_comparison *c)
+{
+    return rd->plots != NULL ? rd->plots(rd, c) : EQ_OK;
+}
+
+static int layer_rows(const eq_comparison *c)
+{
+    int rows = 0;
+    for (int i = 0; i < c->count; i++)
+        for (int t = 0; t < N_LAYER_TABLES; t++)
+            rows += eq_report_tables[t].has_row(&c->results[i], eq_report_tables[t].role);
+    return rows;
+}
+
+static eq_status layer_tables(const eq_renderer *rd, const eq_comparison *c)
+{
+    for (int t = 0; t < N_LAYER_TABLES; t++) eq_report_write_table(rd, &eq_report_tables[t], c);
+    return EQ_OK;
+}
+
+/* Where no per-layer table has a row, the table's header over a row that says so. */
+static eq_status no_layer_rows(const eq_renderer *rd, const eq_comparison *c)
+{
+    if (layer_rows(c) > 0) return EQ_OK;
+    const char *cells[EQ_REPORT_MAX_COLUMNS];
+    int n = 0;
+    for (int k = 0; k < eq_report_n_columns && n < EQ_REPORT_MAX_COLUMNS; k++) {
+        if (!(eq_report_columns[k].shown_in & rd->format)) continue;
+        cells[n] = n < 2 ? "-" : n == 2 ? "(no activations, gradients or losses captured)" : "";
+        n++;
+    }
+    rd->table_begin(rd, &eq_report_tables[0]);
+    rd->row(rd, &eq_report_tables[0], NULL, 0, cells);
+    rd->table_end(rd);
+    return EQ_OK;
+}
+
+static eq_status theory(const eq_renderer *rd, const eq_comparison *c)
+{
+    eq_report_write_table(rd, THEORY, c);
+    return EQ_OK;
+}
+
+/* A user's run: say where no bound was computed, rather than leave it to be guessed. */
+static eq_status bound_coverage(const eq_renderer *rd, const eq_comparison *c)
+{
+    if (c->test_meta.source[0] == '\0' && c->ref_meta.source[0] == '\0') return EQ_OK;
+    int rows = 0;
+    for (int i = 0; i < c->count; i++) rows += c->results[i].theory.applies != 0;
+    rd->para_begin(rd);
+    eq_render_textf(rd, "Rounding-error bound: computed for %d tensor%s (GEMM outputs whose operands the capture "
+                        "recorded, bit-identical in both runs); not computed for the other %d.",
+                    rows, rows == 1 ? "" : "s", c->count - rows);
+    rd->para_end(rd);
+    return EQ_OK;
+}
+
+static eq_status truth(const eq_renderer *rd, const eq_comparison *c)
+{
+    eq_report_write_table(rd, TRUTH, c);
+    return EQ_OK;
+}
+
+static void write_unexpected_item(const eq_renderer *rd, const eq_tensor_result *r)
+{
+    char max[32], ratio[32], tol_ratio[32], rel[32];
+    rd->item_begin(rd, 0);
+    rd->link_begin(rd, r);
+    rd->code(rd, r->path);
+    rd->link_end(rd, r);
+    eq_render_textf(rd, " (%s): %s, expected %s: ", eq_role_name(r->role), eq_observed_name(r->observed),
+                    eq_expect_name(r->expect));
+    rd->diagnosis(rd, r->diagnosis);
+    if (r->m.n_mean_ratio == 0) snprintf(ratio, sizeof ratio, "-");
+    else eq_format_sig(r->m.mean_ratio, 4, ratio, sizeof ratio);
+    eq_render_textf(rd, "; max |d| %s at index %lld, %lld of %lld outside, %s x the tolerance; mean(dist/ref)=%s, "
+                        "worst rel err %s",
+                    eq_format_sig(r->m.max_abs, 3, max, sizeof max), (long long)r->m.argmax, (long long)r->m.n_outside,
+                    (long long)r->m.count, eq_format_sig(r->m.max_tol_ratio, 3, tol_ratio, sizeof tol_ratio), ratio,
+                    eq_format_sig(r->m.worst_rel, 2, rel, sizeof rel));
+    rd->item_end(rd);
+}
+
+static eq_status unexpected(const eq_renderer *rd, const eq_comparison *c)
+{
+    const char *plural = c->count == 1 ? "" : "s";
+    if (c->n_unexpected == 0) {
+        rd->para_begin(rd);
+        eq_render_textf(rd, "All %d tensor%s as expected.", c->count, plural);
+        rd->para_end(rd);
+        return EQ_OK;
+    }
+    const eq_tensor_result **sorted = NULL;
+    int n = 0;
+    eq_status st = eq_report_unexpected_worst_first(c, &sorted, &n);
+    if (st != EQ_OK) return st;
+    const eq_tensor_result *first = eq_report_first_unexpected(c);
+    if (first != NULL) {
+        rd->para_begin(rd);
+        rd->text(rd, "Where it starts (the first not as expected, in capture order): ");
+        rd->code(rd, first->path);
+        eq_render_textf(rd, ": %s.", first->diagnosis);
+        rd->para_end(rd);
+    }
+    rd->para_begin(rd);
+    if (n == 0)
+        eq_render_textf(rd, "All %d tensor%s as expected; the assembly findings above are not.", c->count, plural);
+    else eq_render_textf(rd, "Not as expected, worst first (%d of %d tensors):", n, c->count);
+    rd->para_end(rd);
+    if (n > 0) {
+        rd->list_begin(rd);
+        for (int i = 0; i < n; i++) write_unexpected_item(rd, sorted[i]);
+        rd->list_end(rd);
+    }
+    free(sorted);
+    return EQ_OK;
+}
+
+const eq_report_part eq_report_parts[] = {
+    {"expectation", EQ_COLUMN_BOTH, expectation},
+    {"gradient tolerance", EQ_COLUMN_BOTH, gradient_tolerance},
+    {"gpu", EQ_COLUMN_BOTH, gpu},
+    {"numerics", EQ_COLUMN_BOTH, numerics},
+    {"tensor expectations", EQ_COLUMN_MARKDOWN, tensor_expectations},
+    {"runs", EQ_COLUMN_MARKDOWN, runs},
+    {"findings", EQ_COLUMN_BOTH, findings},
+    {"parameters and inputs", EQ_COLUMN_BOTH, params_line},
+    {"steps", EQ_COLUMN_BOTH, steps},
+    {"plots", EQ_COLUMN_HTML, plots},
+    {"per-layer tables", EQ_COLUMN_BOTH, layer_tables},
+    {"no per-layer rows", EQ_COLUMN_MARKDOWN, no_layer_rows},
+    {"theory", EQ_COLUMN_BOTH, theory},
+    {"bound coverage", EQ_COLUMN_MARKDOWN, bound_coverage},
+    {"truth", EQ_COLUMN_BOTH, truth},
+    {"unexpected", EQ_COLUMN_BOTH, unexpected},
+};
+const int eq_report_n_parts = (int)(sizeof eq_report_parts / sizeof eq_report_parts[0]);
+
+eq_status eq_report_write_parts(const eq_renderer *rd, const eq_comparison *c)
+{
+    for (int p = 0; p < eq_report_n_parts; p++) {
+        if (!(eq_report_parts[p].shown_in & rd->format)) continue;
+        eq_status st = eq_report_parts[p].write(rd, c);
+        if (st != EQ_OK) return st;
+    }
+    return EQ_OK;
+}
