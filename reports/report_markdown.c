@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "harness/run_cell.h"
 #include "reports/report.h"
 #include "reports/report_model.h"
 #include "reports/report_steps.h"
@@ -125,11 +126,8 @@ static const eq_renderer markdown = {
 
 static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
 {
-    const eq_run_meta *t = &c->test_meta, *r = &c->ref_meta;
-    fprintf(out, "### %s %s dp%d-tp%d vs dp%d-tp%d", t->case_name, eq_dtype_name(t->dtype), t->dp, t->tp,
-            r->dp, r->tp);
-    if (t->algorithm[0] != '\0') fprintf(out, " (%s)", t->algorithm);
-    fprintf(out, "\n\n");
+    char heading[EQ_CELL_NAME_MAX];
+    fprintf(out, "### %s\n\n", eq_cell_heading(&c->test_meta, &c->ref_meta, 0, heading, sizeof heading));
     eq_renderer rd = markdown;
     rd.out = out;
     rd.index = index;
