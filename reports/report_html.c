@@ -130,7 +130,10 @@ static void row(const eq_renderer *rd, const eq_report_table *t, const eq_tensor
 static void table_end(const eq_renderer *rd) { fputs("</tbody>\n</table>\n", rd->out); }
 
 static eq_status plots(const eq_renderer *rd, const eq_comparison *c) { return eq_report_plots_html(rd->out, c); }
-static eq_status steps(const eq_renderer *rd, const eq_comparison *c) { return eq_report_steps_html(rd->out, c); }
+static eq_status steps_chart(const eq_renderer *rd, const eq_comparison *c)
+{
+    return eq_report_steps_chart_html(rd->out, c);
+}
 
 static const eq_renderer html = {
     .format = EQ_COLUMN_HTML,
@@ -152,7 +155,7 @@ static const eq_renderer html = {
     .row = row,
     .table_end = table_end,
     .plots = plots,
-    .steps = steps,
+    .steps_chart = steps_chart,
 };
 
 static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)

@@ -11,7 +11,6 @@
 #include "harness/run_cell.h"
 #include "reports/report.h"
 #include "reports/report_model.h"
-#include "reports/report_steps.h"
 
 const char *eq_report_format_value(double v, int decimals, char *buf, size_t len)
 {
@@ -96,12 +95,6 @@ static void row(const eq_renderer *rd, const eq_report_table *t, const eq_tensor
     fputc('\n', rd->out);
 }
 
-static eq_status steps(const eq_renderer *rd, const eq_comparison *c)
-{
-    eq_report_steps_markdown(rd->out, c);
-    return EQ_OK;
-}
-
 static const eq_renderer markdown = {
     .format = EQ_COLUMN_MARKDOWN,
     .heading_begin = heading_begin,
@@ -121,7 +114,6 @@ static const eq_renderer markdown = {
     .table_begin = table_begin,
     .row = row,
     .table_end = line_end,
-    .steps = steps,
 };
 
 static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
