@@ -141,8 +141,8 @@ static void worst_intro(const eq_renderer *rd, const eq_comparison *c, const eq_
 
 #define N_OF(a) ((int)(sizeof a / sizeof a[0]))
 static const eq_report_table step_table = {NULL, 0, NULL, NULL, 0, NULL, step_columns, N_OF(step_columns), step_rows};
-static const eq_report_table worst_table = {NULL,          0, NULL, NULL, 0, worst_intro, worst_columns,
-                                            N_OF(worst_columns), worst_rows};
+static const eq_report_table worst_table = {NULL, 0, NULL, NULL, 0, worst_intro, worst_columns, N_OF(worst_columns),
+                                            worst_rows};
 
 eq_status eq_report_steps_write(const eq_renderer *rd, const eq_comparison *cmp)
 {
