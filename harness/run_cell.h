@@ -2,7 +2,9 @@
  * eq_cell_fields (run_cell.c). Every place that spells a run's identity iterates the table:
  *
  *   the cell's name            eq_cell_name: the dump's file name, unique per cell
- *   its title                  eq_cell_title: "gpt bf16 dp8-tp2", the run in report headers
+ *   its title                  eq_cell_title: "gpt bf16 dp8-tp2", the run in summary lines
+ *   a comparison's heading     eq_cell_heading: the title, the reference's layout and the settings
+ *                              (EQ_CELL_HEADING*), in the Markdown and HTML reports
  *   the dump's root attributes harness/dump.c writes them, harness/dump_read.c reads them
  *   the JSON report            reports/report_json.c; reports/report.schema.json is checked
  *                              against the table by run_cell_test
@@ -45,6 +47,10 @@ enum {
     EQ_CELL_TITLE = 1 << 8,           /* in the cell's title */
     EQ_CELL_DIFF = 1 << 9,            /* equiv diff's cells agree on it (and show it) */
     EQ_CELL_GOLDEN = 1 << 10,         /* a golden envelope records it; it applies to runs that agree */
+    EQ_CELL_HEADING = 1 << 11,        /* in a comparison's heading's parentheses when not "" ("ring") */
+    EQ_CELL_HEADING_IF_SET = 1 << 12, /* ... when set ("grads sum", "seed 7") */
+    EQ_CELL_HEADING_REF = 1 << 13,    /* a title field the heading gives the reference's value of too */
+    EQ_CELL_SECTION = 1 << 14,        /* the HTML report's sections group comparisons by it (its <h2>) */
 };
 
 typedef struct {
@@ -59,6 +65,7 @@ typedef struct {
                               order): 0, 1, ...; -1: not written */
     int json_slot;         /* its place among a run object's JSON keys; -1: not written */
     int64_t lo, hi;        /* an integer's range, for readers */
+    const char *heading_part; /* in a heading's parentheses, what precedes the value ("grads "); NULL: "" */
 } eq_cell_field;
 
 extern const eq_cell_field eq_cell_fields[];
@@ -91,5 +98,14 @@ void eq_cell_defaults(eq_run_meta *m);
 const char *eq_cell_name(const eq_run_meta *m, char *buf, size_t len);
 /* "row_parallel bf16 dp1-tp4": the EQ_CELL_TITLE fields. */
 const char *eq_cell_title(const eq_run_meta *m, char *buf, size_t len);
+
+/* A comparison's heading, from the test run t and the reference r:
+ *   "row_parallel bf16 dp1-tp4 vs dp1-tp1 (tree, grads sum, seed 7)"
+ * the EQ_CELL_TITLE fields of t, " vs" and the EQ_CELL_HEADING_REF fields of r, then in parentheses
+ * the EQ_CELL_HEADING fields of t that are not "" and the EQ_CELL_HEADING_IF_SET fields that are set,
+ * in the table's order. Fields with a flag in `leave_out` are left out (the HTML report's section
+ * heading already names the case and the layouts). */
+const char *eq_cell_heading(const eq_run_meta *t, const eq_run_meta *r, unsigned leave_out, char *buf,
+                            size_t len);
 
 #endif

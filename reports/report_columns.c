@@ -72,20 +72,20 @@ static const char *mean_ratio(const eq_tensor_result *r, eq_expect e, char *buf,
 }
 
 const eq_report_column eq_report_columns[] = {
-    {"verdict", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, verdict, 0},
-    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer, 0},
-    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor, 0},
-    {"observed", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, observed, 0},
-    {"max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "max_abs", max_abs, 0},
-    {"mean |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "mean_abs", mean_abs, 0},
-    {"median |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "median_abs", median_abs, 0},
-    {"%>1e-4", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "frac_above_1e-4", share_1e4, 0},
-    {"%>1e-3", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "frac_above_1e-3", share_1e3, 0},
-    {"%>1e-2", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "frac_above_1e-2", share_1e2, 0},
-    {"ULP@max", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "ulp_at_max", ulp_at_max, 0},
-    {"max ULP", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "max_ulp", max_ulp, 0},
-    {"mean(dist/ref)", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "mean_ratio", mean_ratio, 0},
-    {"worst rel", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "worst_rel", worst_rel, 0},
+    {"verdict", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, verdict, 0, NULL},
+    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer, 0, NULL},
+    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor, 0, NULL},
+    {"observed", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, observed, 0, NULL},
+    {"max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "max_abs", max_abs, 0, NULL},
+    {"mean |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "mean_abs", mean_abs, 0, NULL},
+    {"median |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "median_abs", median_abs, 0, NULL},
+    {"%>1e-4", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "frac_above_1e-4", share_1e4, 0, NULL},
+    {"%>1e-3", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "frac_above_1e-3", share_1e3, 0, NULL},
+    {"%>1e-2", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "frac_above_1e-2", share_1e2, 0, NULL},
+    {"ULP@max", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "ulp_at_max", ulp_at_max, 0, NULL},
+    {"max ULP", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "max_ulp", max_ulp, 0, NULL},
+    {"mean(dist/ref)", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, "mean_ratio", mean_ratio, 0, NULL},
+    {"worst rel", EQ_COLUMN_NUMBER, EQ_COLUMN_MARKDOWN, "worst_rel", worst_rel, 0, NULL},
 };
 const int eq_report_n_columns = (int)(sizeof eq_report_columns / sizeof eq_report_columns[0]);
 
@@ -155,27 +155,27 @@ SIG3(truth_test_rel, r->truth.test_rel)
 /* The last field is the Markdown alignment cell's width where it is not the header's plus two, as
  * these tables have always been printed. */
 static const eq_report_column theory_columns[] = {
-    {"reading", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, theory_reading, 0},
-    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer, 0},
-    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor, 0},
-    {"K", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, terms, 0},
-    {"split ref -> test", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, split, 18},
-    {"max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, max_abs, 0},
-    {"max |d|/det", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, det_ratio, 14},
-    {"max |d|/99.9%", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, prob_ratio, 16},
-    {"largest det bound", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, det_bound, 0},
-    {"largest 99.9% bound", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, prob_bound, 0},
-    {"lambda", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, lambda, 0},
+    {"reading", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, theory_reading, 0, NULL},
+    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer, 0, NULL},
+    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor, 0, NULL},
+    {"K", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, terms, 0, NULL},
+    {"split ref -> test", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, split, 18, NULL},
+    {"max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, max_abs, 0, NULL},
+    {"max |d|/det", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, det_ratio, 14, NULL},
+    {"max |d|/99.9%", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, prob_ratio, 16, NULL},
+    {"largest det bound", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, det_bound, 0, NULL},
+    {"largest 99.9% bound", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, prob_bound, 0, NULL},
+    {"lambda", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, lambda, 0, NULL},
 };
 
 static const eq_report_column truth_columns[] = {
-    {"reading", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, truth_reading, 0},
-    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer, 0},
-    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor, 0},
-    {"ref max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_ref_max, 15},
-    {"test max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_test_max, 16},
-    {"ref rel", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_ref_rel, 0},
-    {"test rel", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_test_rel, 0},
+    {"reading", EQ_COLUMN_VERDICT, EQ_COLUMN_BOTH, NULL, truth_reading, 0, NULL},
+    {"Layer", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, layer, 0, NULL},
+    {"Tensor", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, tensor, 0, NULL},
+    {"ref max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_ref_max, 15, NULL},
+    {"test max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_test_max, 16, NULL},
+    {"ref rel", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_ref_rel, 0, NULL},
+    {"test rel", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, truth_test_rel, 0, NULL},
 };
 
 static void theory_intro(const eq_renderer *rd, const eq_comparison *c, const eq_tensor_result *first)
@@ -205,14 +205,14 @@ static void truth_intro(const eq_renderer *rd, const eq_comparison *c, const eq_
 #define N_OF(a) ((int)(sizeof a / sizeof a[0]))
 /* The per-layer tables' column count, eq_report_n_columns, is no constant here:
  * eq_report_table_columns reads it. */
-#define LAYER_TABLE(role, title) {title, role, of_role, not_as_expected, 1, NULL, eq_report_columns, 0}
+#define LAYER_TABLE(role, title) {title, role, of_role, not_as_expected, 1, NULL, eq_report_columns, 0, NULL}
 const eq_report_table eq_report_tables[] = {
     LAYER_TABLE(EQ_ROLE_ACTIVATION, "Activations"),
     LAYER_TABLE(EQ_ROLE_GRAD, "Gradients"),
     LAYER_TABLE(EQ_ROLE_LOSS, "Losses"),
     {"Rounding-error theory", 0, theory_applies, above_det_bound, 0, theory_intro, theory_columns,
-     N_OF(theory_columns)},
-    {"Against the fp64 truth", 0, truth_applies, NULL, 0, truth_intro, truth_columns, N_OF(truth_columns)},
+     N_OF(theory_columns), NULL},
+    {"Against the fp64 truth", 0, truth_applies, NULL, 0, truth_intro, truth_columns, N_OF(truth_columns), NULL},
 };
 const int eq_report_n_tables = N_OF(eq_report_tables);
 

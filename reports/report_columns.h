@@ -33,6 +33,8 @@ typedef struct {
      * column names a tensor's expectation where it differs from it). */
     const char *(*text)(const eq_tensor_result *r, eq_expect comparison_expect, char *buf, size_t len);
     int markdown_rule; /* the width of its Markdown alignment cell ("--:"), where not the header's plus 2 */
+    /* A table of rows that are no results (eq_report_table's n_rows): the row'th cell's plain text. */
+    const char *(*row_text)(const eq_comparison *c, int row, char *buf, size_t len);
 } eq_report_column;
 
 extern const eq_report_column eq_report_columns[];
@@ -69,6 +71,9 @@ typedef struct {
     void (*intro)(const eq_renderer *rd, const eq_comparison *c, const eq_tensor_result *first);
     const eq_report_column *columns;
     int n_columns; /* 0 for the per-layer tables: eq_report_table_columns */
+    /* A table whose rows are no results (a training curve's steps): how many rows c has, each
+     * cell from its column's row_text; NULL for a table of results (has_row, text). */
+    int (*n_rows)(const eq_comparison *c);
 } eq_report_table;
 
 /* The per-layer tables (activations, gradients, losses), then the rounding-error theory and the

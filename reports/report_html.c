@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/run_cell.h"
 #include "reports/how_to_read.h"
 #include "reports/plot_svg.h"
 #include "reports/report.h"
@@ -129,7 +130,10 @@ static void row(const eq_renderer *rd, const eq_report_table *t, const eq_tensor
 static void table_end(const eq_renderer *rd) { fputs("</tbody>\n</table>\n", rd->out); }
 
 static eq_status plots(const eq_renderer *rd, const eq_comparison *c) { return eq_report_plots_html(rd->out, c); }
-static eq_status steps(const eq_renderer *rd, const eq_comparison *c) { return eq_report_steps_html(rd->out, c); }
+static eq_status steps_chart(const eq_renderer *rd, const eq_comparison *c)
+{
+    return eq_report_steps_chart_html(rd->out, c);
+}
 
 static const eq_renderer html = {
     .format = EQ_COLUMN_HTML,
@@ -151,19 +155,16 @@ static const eq_renderer html = {
     .row = row,
     .table_end = table_end,
     .plots = plots,
-    .steps = steps,
+    .steps_chart = steps_chart,
 };
 
 static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
 {
     eq_status st = EQ_OK;
-    const eq_run_meta *t = &c->test_meta;
-    fprintf(out, "<div class=\"cmp\">\n<h3>%s", eq_dtype_name(t->dtype));
-    if (t->algorithm[0] != '\0') {
-        fprintf(out, " (");
-        eq_svg_escape(out, t->algorithm);
-        fprintf(out, ")");
-    }
+    char heading[EQ_CELL_NAME_MAX];
+    fprintf(out, "<div class=\"cmp\">\n<h3>");
+    /* the section's <h2> names the case and the layouts */
+    eq_svg_escape(out, eq_cell_heading(&c->test_meta, &c->ref_meta, EQ_CELL_SECTION, heading, sizeof heading));
     if (c->n_unexpected > 0)
         fprintf(out, "<span class=\"badge status-fail\">%d not as expected</span>", c->n_unexpected);
     else fprintf(out, "<span class=\"badge status-pass\">all %d as expected</span>", c->count);

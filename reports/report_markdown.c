@@ -8,9 +8,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "harness/run_cell.h"
 #include "reports/report.h"
 #include "reports/report_model.h"
-#include "reports/report_steps.h"
 
 const char *eq_report_format_value(double v, int decimals, char *buf, size_t len)
 {
@@ -95,12 +95,6 @@ static void row(const eq_renderer *rd, const eq_report_table *t, const eq_tensor
     fputc('\n', rd->out);
 }
 
-static eq_status steps(const eq_renderer *rd, const eq_comparison *c)
-{
-    eq_report_steps_markdown(rd->out, c);
-    return EQ_OK;
-}
-
 static const eq_renderer markdown = {
     .format = EQ_COLUMN_MARKDOWN,
     .heading_begin = heading_begin,
@@ -120,16 +114,12 @@ static const eq_renderer markdown = {
     .table_begin = table_begin,
     .row = row,
     .table_end = line_end,
-    .steps = steps,
 };
 
 static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
 {
-    const eq_run_meta *t = &c->test_meta, *r = &c->ref_meta;
-    fprintf(out, "### %s %s dp%d-tp%d vs dp%d-tp%d", t->case_name, eq_dtype_name(t->dtype), t->dp, t->tp,
-            r->dp, r->tp);
-    if (t->algorithm[0] != '\0') fprintf(out, " (%s)", t->algorithm);
-    fprintf(out, "\n\n");
+    char heading[EQ_CELL_NAME_MAX];
+    fprintf(out, "### %s\n\n", eq_cell_heading(&c->test_meta, &c->ref_meta, 0, heading, sizeof heading));
     eq_renderer rd = markdown;
     rd.out = out;
     rd.index = index;

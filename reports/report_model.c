@@ -7,6 +7,7 @@
 
 #include "reports/number_format.h"
 #include "reports/report.h"
+#include "reports/report_steps.h"
 
 void eq_render_textf(const eq_renderer *rd, const char *fmt, ...)
 {
@@ -18,19 +19,47 @@ void eq_render_textf(const eq_renderer *rd, const char *fmt, ...)
     rd->text(rd, text);
 }
 
+/* The title, the intro and the header row, before a table's first row. */
+static void table_head(const eq_renderer *rd, const eq_report_table *t, const eq_comparison *c,
+                       const eq_tensor_result *first)
+{
+    if (t->title != NULL) {
+        rd->heading_begin(rd);
+        rd->text(rd, t->title);
+        rd->heading_end(rd);
+    }
+    if (t->intro != NULL) t->intro(rd, c, first);
+    rd->table_begin(rd, t);
+}
+
+/* A table of rows that are no results: n_rows(c) rows, each cell its column's row_text. */
+static int write_row_table(const eq_renderer *rd, const eq_report_table *t, const eq_comparison *c)
+{
+    int rows = t->n_rows(c);
+    if (rows > 0) table_head(rd, t, c, NULL);
+    for (int i = 0; i < rows; i++) {
+        char text[EQ_REPORT_MAX_COLUMNS][160];
+        const char *cells[EQ_REPORT_MAX_COLUMNS];
+        int n = 0;
+        for (int k = 0; k < eq_report_table_columns(t) && n < EQ_REPORT_MAX_COLUMNS; k++) {
+            if (!(t->columns[k].shown_in & rd->format)) continue;
+            cells[n] = t->columns[k].row_text(c, i, text[n], sizeof text[n]);
+            n++;
+        }
+        rd->row(rd, t, NULL, 0, cells);
+    }
+    if (rows > 0) rd->table_end(rd);
+    return rows;
+}
+
 int eq_report_write_table(const eq_renderer *rd, const eq_report_table *t, const eq_comparison *c)
 {
+    if (t->n_rows != NULL) return write_row_table(rd, t, c);
     int rows = 0;
     for (int i = 0; i < c->count; i++) {
         const eq_tensor_result *r = &c->results[i];
         if (!t->has_row(r, t->role)) continue;
-        if (rows++ == 0) {
-            rd->heading_begin(rd);
-            rd->text(rd, t->title);
-            rd->heading_end(rd);
-            if (t->intro != NULL) t->intro(rd, c, r);
-            rd->table_begin(rd, t);
-        }
+        if (rows++ == 0) table_head(rd, t, c, r);
         char text[EQ_REPORT_MAX_COLUMNS][160];
         const char *cells[EQ_REPORT_MAX_COLUMNS];
         int n = 0;
@@ -205,11 +234,6 @@ static eq_status params_line(const eq_renderer *rd, const eq_comparison *c)
     return EQ_OK;
 }
 
-static eq_status steps(const eq_renderer *rd, const eq_comparison *c)
-{
-    return rd->steps != NULL ? rd->steps(rd, c) : EQ_OK;
-}
-
 static eq_status plots(const eq_renderer *rd, const eq_comparison *c)
 {
     return rd->plots != NULL ? rd->plots(rd, c) : EQ_OK;
@@ -337,7 +361,7 @@ const eq_report_part eq_report_parts[] = {
     {"runs", EQ_COLUMN_MARKDOWN, runs},
     {"findings", EQ_COLUMN_BOTH, findings},
     {"parameters and inputs", EQ_COLUMN_BOTH, params_line},
-    {"steps", EQ_COLUMN_BOTH, steps},
+    {"steps", EQ_COLUMN_BOTH, eq_report_steps_write},
     {"plots", EQ_COLUMN_HTML, plots},
     {"per-layer tables", EQ_COLUMN_BOTH, layer_tables},
     {"no per-layer rows", EQ_COLUMN_MARKDOWN, no_layer_rows},

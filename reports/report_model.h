@@ -43,8 +43,8 @@ struct eq_renderer {
                 const char *const *cells);
     void (*table_end)(const eq_renderer *rd);
     eq_status (*plots)(const eq_renderer *rd, const eq_comparison *c); /* divergence by depth; NULL: none */
-    /* A --steps run's training curve, which reports/report_steps.c writes in each format; NULL: none. */
-    eq_status (*steps)(const eq_renderer *rd, const eq_comparison *c);
+    /* A --steps run's chart of drift and grad norm ratio by step (HTML only, like the plots); NULL: none. */
+    eq_status (*steps_chart)(const eq_renderer *rd, const eq_comparison *c);
 };
 
 /* A part of a comparison's report and the formats that show it (EQ_COLUMN_*). */

@@ -5,13 +5,14 @@
  * tags taken out and entities decoded; a header or row is found as a row of the writer's table
  * holding those cells in order. The comparison reaches every such part: a finding, parameters and inputs, per-layer
  * rows of each role, theory and truth rows, results not as expected, a gradient tolerance, GPUs
- * and numerics. */
+ * and numerics, a training curve. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/testing.h"
+#include "harness/train_curve.h"
 #include "harness/verdict.h"
 #include "reports/report.h"
 #include "reports/report_model.h"
@@ -26,6 +27,39 @@ static void add(eq_capture *cap, int layer, const char *name, eq_role role, doub
 
 /* tp2 against tp1: layers/01/out and the weight 1% off in one element, the rest identical; the
  * GEMM outputs given a rounding bound and a truth reading by hand. */
+/* A --steps run's training curve of 2 steps and 3 trained parameters, one of them frozen besides:
+ * the steps part's heading, verdict, numbers, both tables and the frozen line. */
+static void add_curve(eq_comparison *c)
+{
+    enum { N_STEPS = 2, N_PARAMS = 3 };
+    eq_steps_curve *s = calloc(1, sizeof *s);
+    EQ_EXPECT(s != NULL, "calloc");
+    if (s == NULL) return;
+    c->steps = s;
+    s->n_steps = N_STEPS;
+    eq_optimizer_defaults(EQ_OPT_SGD, &s->opt);
+    s->dtype = EQ_FP32;
+    s->points = calloc(N_STEPS, sizeof *s->points);
+    s->params = calloc(N_PARAMS, sizeof *s->params);
+    EQ_EXPECT(s->points != NULL && s->params != NULL, "calloc");
+    if (s->points == NULL || s->params == NULL) return;
+    s->n_params = N_PARAMS;
+    s->n_frozen = 1;
+    for (int t = 0; t < N_STEPS; t++)
+        s->points[t] = (eq_step_point){.loss_ref = 3.0 - t, .loss_test = 3.5 - t, .grad_norm_ref = 4.0,
+                                       .grad_norm_test = 5.0, .param_dist = 0.25, .trained_dist = t + 1.0,
+                                       .param_max_abs = 0.125};
+    for (int k = 0; k < N_PARAMS; k++) {
+        snprintf(s->params[k].path, sizeof s->params[k].path, "layers/00/w<%d>", k);
+        s->params[k].rel = calloc(N_STEPS, sizeof(double));
+        if (s->params[k].rel != NULL) s->params[k].rel[N_STEPS - 1] = 0.5 * (k + 1);
+    }
+    s->as_expected = 0;
+    s->verdict = (eq_curve_verdict){.cls = EQ_CURVE_FACTOR, .drift = 0.25, .growth_exponent = 0.5,
+                                    .grad_ratio = 1.25, .grad_ratio_step = 2, .loss_rel = 0.5};
+    snprintf(s->verdict.why, sizeof s->verdict.why, "gradient norm 1.25x the reference's & more");
+}
+
 static void build(eq_comparison *c)
 {
     static const eq_tolerance tol = {"t<1>", 1e-3, 1e-3, "the test's & no other", EQ_ATOL_ABSOLUTE};
@@ -63,6 +97,7 @@ static void build(eq_comparison *c)
                                 .prob_bound_max = 0.0625, .prob_lambda = 5.5, .prob_failure = 1e-3};
         r->truth = (eq_truth){.applies = 1, .ref_max = 0.5, .test_max = 0.75, .ref_rel = 1e-3, .test_rel = 2e-3};
     }
+    add_curve(c);
     eq_judge(c);
     eq_capture_free(&ref);
     eq_capture_free(&test);
@@ -245,8 +280,6 @@ int main(void)
     int n_both = 0;
     for (int p = 0; p < eq_report_n_parts; p++) {
         if ((eq_report_parts[p].shown_in & EQ_COLUMN_BOTH) != EQ_COLUMN_BOTH) continue;
-        /* the training curve is written by reports/report_steps.c in each format (report_steps_test) */
-        if (strcmp(eq_report_parts[p].name, "steps") == 0) continue;
         part_in_both(&eq_report_parts[p], &c, markdown, html);
         n_both++;
     }

@@ -7,6 +7,7 @@
 #include "reports/number_format.h"
 #include "reports/plot_svg.h"
 #include "reports/report.h"
+#include "reports/report_model.h"
 
 const char *eq_report_steps_expected(const eq_steps_curve *curve)
 {
@@ -60,50 +61,125 @@ static double peak_rel(const eq_param_curve *p, int n_steps)
     return peak;
 }
 
-void eq_report_steps_markdown(FILE *out, const eq_comparison *cmp)
+/* The per-step table: one row a step. */
+static int step_rows(const eq_comparison *c) { return c->steps != NULL ? c->steps->n_steps : 0; }
+
+#define STEP_COLUMN(fn, value, digits)                                                   \
+    static const char *fn(const eq_comparison *c, int row, char *buf, size_t len)        \
+    {                                                                                    \
+        const eq_step_point *p = &c->steps->points[row];                                 \
+        return eq_format_sig(value, digits, buf, len);                                   \
+    }
+STEP_COLUMN(loss_ref, p->loss_ref, 6)
+STEP_COLUMN(loss_test, p->loss_test, 6)
+STEP_COLUMN(loss_rel, point_loss_rel(p), 3)
+STEP_COLUMN(grad_ratio, point_grad_ratio(p), 6)
+STEP_COLUMN(param_max_abs, p->param_max_abs, 3)
+STEP_COLUMN(drift, point_drift(p), 3)
+
+static const char *step_number(const eq_comparison *c, int row, char *buf, size_t len)
 {
-    const eq_steps_curve *c = cmp->steps;
-    if (c == NULL) return;
-    const eq_curve_verdict *v = &c->verdict;
-    char opt[128], a[32], b[32], d[32], e[32], f[32], g[32];
-    fprintf(out, "#### Training curve: %d steps, %s\n\n", c->n_steps, optimizer_text(&c->opt, opt, sizeof opt));
-    fprintf(out, "%s: the curve is **%s** (expected %s). %s\n\n", c->as_expected ? "pass" : "**FAIL**",
-            eq_curve_class_name(v->cls), eq_report_steps_expected(c), v->why);
-    fprintf(out, "Identical convergence as a number: after step %d the losses differ by %s of the loss "
-                 "(|d loss|/loss) and the layout's weights are %s of the distance the reference trained away from "
-                 "its start (drift); growth exponent %s, grad norm ratio %s at step %d.\n\n",
-            c->n_steps, eq_format_sig(v->loss_rel, 3, a, sizeof a), eq_format_sig(v->drift, 3, b, sizeof b),
-            eq_format_sig(v->growth_exponent, 3, d, sizeof d), eq_format_sig(v->grad_ratio, 4, e, sizeof e),
-            v->grad_ratio_step);
-    fprintf(out, "| step | loss ref | loss layout | \\|d loss\\|/loss | grad norm ratio | param max \\|d\\| | drift |\n"
-                 "|-----:|---------:|------------:|---------------:|----------------:|---------------:|------:|\n");
-    for (int t = 0; t < c->n_steps; t++) {
-        const eq_step_point *p = &c->points[t];
-        fprintf(out, "| %d | %s | %s | %s | %s | %s | %s |\n", t + 1, eq_format_sig(p->loss_ref, 6, a, sizeof a),
-                eq_format_sig(p->loss_test, 6, b, sizeof b), eq_format_sig(point_loss_rel(p), 3, d, sizeof d),
-                eq_format_sig(point_grad_ratio(p), 6, e, sizeof e), eq_format_sig(p->param_max_abs, 3, f, sizeof f),
-                eq_format_sig(point_drift(p), 3, g, sizeof g));
-    }
-    int order[EQ_REPORT_STEPS_WORST];
-    const int n = worst_params(c, order, EQ_REPORT_STEPS_WORST);
-    fprintf(out, "\nThe %d of %d trained parameters that diverged most (their own drift after step %d; peak over "
-                 "the steps):\n\n| parameter | drift | peak |\n|-----------|------:|-----:|\n",
-            n, c->n_params, c->n_steps);
-    for (int i = 0; i < n; i++) {
-        const eq_param_curve *p = &c->params[order[i]];
-        fprintf(out, "| %s | %s | %s |\n", p->path, eq_format_sig(p->rel[c->n_steps - 1], 3, a, sizeof a),
-                eq_format_sig(peak_rel(p, c->n_steps), 3, b, sizeof b));
-    }
-    if (c->n_frozen > 0) fprintf(out, "\n%d parameter%s without a gradient kept frozen.\n", c->n_frozen,
-                                 c->n_frozen == 1 ? "" : "s");
-    fprintf(out, "\n");
+    snprintf(buf, len, "%d", row + 1);
+    return buf;
 }
 
-static void html_cell(FILE *out, const char *text)
+/* The Markdown alignment cells' widths are the escaped headers' plus two, as the table has always
+ * been printed. */
+static const eq_report_column step_columns[] = {
+    {"step", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, NULL, 0, step_number},
+    {"loss ref", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, NULL, 0, loss_ref},
+    {"loss layout", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, NULL, 0, loss_test},
+    {"|d loss|/loss", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, NULL, 16, loss_rel},
+    {"grad norm ratio", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, NULL, 0, grad_ratio},
+    {"param max |d|", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, NULL, 16, param_max_abs},
+    {"drift", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, NULL, 0, drift},
+};
+
+/* The worst parameters' table: the row'th worst. */
+static int worst_rows(const eq_comparison *c)
 {
-    fprintf(out, "<td class=\"num\">");
-    eq_svg_escape(out, text);
-    fprintf(out, "</td>");
+    int order[EQ_REPORT_STEPS_WORST];
+    return c->steps != NULL ? worst_params(c->steps, order, EQ_REPORT_STEPS_WORST) : 0;
+}
+
+static const eq_param_curve *worst_param(const eq_comparison *c, int row)
+{
+    int order[EQ_REPORT_STEPS_WORST];
+    worst_params(c->steps, order, EQ_REPORT_STEPS_WORST);
+    return &c->steps->params[order[row]];
+}
+
+static const char *param_path(const eq_comparison *c, int row, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", worst_param(c, row)->path);
+    return buf;
+}
+
+static const char *param_drift(const eq_comparison *c, int row, char *buf, size_t len)
+{
+    return eq_format_sig(worst_param(c, row)->rel[c->steps->n_steps - 1], 3, buf, len);
+}
+
+static const char *param_peak(const eq_comparison *c, int row, char *buf, size_t len)
+{
+    return eq_format_sig(peak_rel(worst_param(c, row), c->steps->n_steps), 3, buf, len);
+}
+
+static const eq_report_column worst_columns[] = {
+    {"parameter", EQ_COLUMN_TEXT, EQ_COLUMN_BOTH, NULL, NULL, 0, param_path},
+    {"drift", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, NULL, 0, param_drift},
+    {"peak", EQ_COLUMN_NUMBER, EQ_COLUMN_BOTH, NULL, NULL, 0, param_peak},
+};
+
+static void worst_intro(const eq_renderer *rd, const eq_comparison *c, const eq_tensor_result *first)
+{
+    rd->para_begin(rd);
+    eq_render_textf(rd, "The %d of %d trained parameters that diverged most (their own drift after step %d; peak over "
+                        "the steps):", worst_rows(c), c->steps->n_params, c->steps->n_steps);
+    rd->para_end(rd);
+}
+
+#define N_OF(a) ((int)(sizeof a / sizeof a[0]))
+static const eq_report_table step_table = {NULL, 0, NULL, NULL, 0, NULL, step_columns, N_OF(step_columns), step_rows};
+static const eq_report_table worst_table = {NULL, 0, NULL, NULL, 0, worst_intro, worst_columns, N_OF(worst_columns),
+                                            worst_rows};
+
+eq_status eq_report_steps_write(const eq_renderer *rd, const eq_comparison *cmp)
+{
+    const eq_steps_curve *c = cmp->steps;
+    if (c == NULL) return EQ_OK;
+    const eq_curve_verdict *v = &c->verdict;
+    char opt[128], a[32], b[32], d[32], e[32];
+    rd->heading_begin(rd);
+    eq_render_textf(rd, "Training curve: %d steps, %s", c->n_steps, optimizer_text(&c->opt, opt, sizeof opt));
+    rd->heading_end(rd);
+    rd->para_begin(rd);
+    if (c->as_expected) rd->text(rd, "pass");
+    else rd->strong(rd, "FAIL");
+    rd->text(rd, ": the curve is ");
+    rd->strong(rd, eq_curve_class_name(v->cls));
+    eq_render_textf(rd, " (expected %s). %s", eq_report_steps_expected(c), v->why);
+    rd->para_end(rd);
+    rd->para_begin(rd);
+    eq_render_textf(rd, "Identical convergence as a number: after step %d the losses differ by %s of the loss "
+                        "(|d loss|/loss) and the layout's weights are %s of the distance the reference trained away "
+                        "from its start (drift); growth exponent %s, grad norm ratio %s at step %d.",
+                    c->n_steps, eq_format_sig(v->loss_rel, 3, a, sizeof a), eq_format_sig(v->drift, 3, b, sizeof b),
+                    eq_format_sig(v->growth_exponent, 3, d, sizeof d), eq_format_sig(v->grad_ratio, 4, e, sizeof e),
+                    v->grad_ratio_step);
+    rd->para_end(rd);
+    if (rd->steps_chart != NULL) {
+        eq_status st = rd->steps_chart(rd, cmp);
+        if (st != EQ_OK) return st;
+    }
+    eq_report_write_table(rd, &step_table, cmp);
+    eq_report_write_table(rd, &worst_table, cmp);
+    if (c->n_frozen > 0) {
+        rd->para_begin(rd);
+        eq_render_textf(rd, "%d parameter%s without a gradient kept frozen.", c->n_frozen, c->n_frozen == 1 ? "" : "s");
+        rd->para_end(rd);
+    }
+    return EQ_OK;
 }
 
 static eq_status write_chart(FILE *out, const eq_steps_curve *c)
@@ -145,57 +221,9 @@ cleanup:
     return st;
 }
 
-eq_status eq_report_steps_html(FILE *out, const eq_comparison *cmp)
+eq_status eq_report_steps_chart_html(FILE *out, const eq_comparison *c)
 {
-    eq_status st = EQ_OK;
-    const eq_steps_curve *c = cmp->steps;
-    if (c == NULL) return EQ_OK;
-    const eq_curve_verdict *v = &c->verdict;
-    char opt[128], a[32], b[32], d[32], e[32];
-    fprintf(out, "<h4>Training curve: %d steps, ", c->n_steps);
-    eq_svg_escape(out, optimizer_text(&c->opt, opt, sizeof opt));
-    fprintf(out, "</h4>\n<p class=\"note %s\"><strong>%s</strong>: the curve is <strong>%s</strong> (expected %s). ",
-            c->as_expected ? "ok" : "fail", c->as_expected ? "pass" : "FAIL", eq_curve_class_name(v->cls),
-            eq_report_steps_expected(c));
-    eq_svg_escape(out, v->why);
-    fprintf(out, "</p>\n<p class=\"note\">Identical convergence as a number: after step %d, |d loss|/loss %s and "
-                 "drift %s; growth exponent %s, grad norm ratio %s at step %d.</p>\n",
-            c->n_steps, eq_format_sig(v->loss_rel, 3, a, sizeof a), eq_format_sig(v->drift, 3, b, sizeof b),
-            eq_format_sig(v->growth_exponent, 3, d, sizeof d), eq_format_sig(v->grad_ratio, 4, e, sizeof e),
-            v->grad_ratio_step);
-    EQ_TRY(write_chart(out, c));
-    fprintf(out, "<table class=\"steps\">\n<thead><tr><th>step</th><th>loss ref</th><th>loss layout</th>"
-                 "<th>|d loss|/loss</th><th>grad norm ratio</th><th>param max |d|</th><th>drift</th></tr></thead>\n"
-                 "<tbody>\n");
-    for (int t = 0; t < c->n_steps; t++) {
-        const eq_step_point *p = &c->points[t];
-        fprintf(out, "<tr><td class=\"num\">%d</td>", t + 1);
-        html_cell(out, eq_format_sig(p->loss_ref, 6, a, sizeof a));
-        html_cell(out, eq_format_sig(p->loss_test, 6, a, sizeof a));
-        html_cell(out, eq_format_sig(point_loss_rel(p), 3, a, sizeof a));
-        html_cell(out, eq_format_sig(point_grad_ratio(p), 6, a, sizeof a));
-        html_cell(out, eq_format_sig(p->param_max_abs, 3, a, sizeof a));
-        html_cell(out, eq_format_sig(point_drift(p), 3, a, sizeof a));
-        fprintf(out, "</tr>\n");
-    }
-    fprintf(out, "</tbody>\n</table>\n");
-    int order[EQ_REPORT_STEPS_WORST];
-    const int n = worst_params(c, order, EQ_REPORT_STEPS_WORST);
-    fprintf(out, "<table class=\"steps-params\">\n<thead><tr><th>parameter (%d of %d, most diverged)</th>"
-                 "<th>drift at step %d</th><th>peak</th></tr></thead>\n<tbody>\n",
-            n, c->n_params, c->n_steps);
-    for (int i = 0; i < n; i++) {
-        const eq_param_curve *p = &c->params[order[i]];
-        fprintf(out, "<tr><td>");
-        eq_svg_escape(out, p->path);
-        fprintf(out, "</td>");
-        html_cell(out, eq_format_sig(p->rel[c->n_steps - 1], 3, a, sizeof a));
-        html_cell(out, eq_format_sig(peak_rel(p, c->n_steps), 3, a, sizeof a));
-        fprintf(out, "</tr>\n");
-    }
-    fprintf(out, "</tbody>\n</table>\n");
-cleanup:
-    return st;
+    return c->steps != NULL ? write_chart(out, c->steps) : EQ_OK;
 }
 
 /* A number as report_json.c writes one: non-finite values as the strings "NaN", "Infinity". */

@@ -25,8 +25,14 @@
 /* How many parameters the Markdown and HTML list, worst first. */
 #define EQ_REPORT_STEPS_WORST 5
 
-void eq_report_steps_markdown(FILE *out, const eq_comparison *c);
-eq_status eq_report_steps_html(FILE *out, const eq_comparison *c);
+typedef struct eq_renderer eq_renderer; /* reports/report_model.h */
+
+/* The training curve of c (nothing where c->steps is NULL) through the renderer: its heading, its
+ * verdict and numbers, the per-step table and the worst parameters' table (report_columns-style
+ * tables), the HTML chart through rd->steps_chart where the format has one. */
+eq_status eq_report_steps_write(const eq_renderer *rd, const eq_comparison *c);
+/* The chart of drift and grad norm ratio by step, an SVG figure for the HTML report. */
+eq_status eq_report_steps_chart_html(FILE *out, const eq_comparison *c);
 /* The "steps" object of c's curve; NULL when out of memory (c->steps must be set). */
 json_t *eq_report_steps_json(const eq_steps_curve *curve);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/run_cell.h"
 #include "harness/testing.h"
 #include "harness/verdict.h"
 #include "reports/report.h"
@@ -265,6 +266,53 @@ static void test_gpu_line(eq_comparison *c)
     c->test_meta.gpu[0] = c->ref_meta.gpu[0] = '\0';
 }
 
+/* The line of a format's output that holds the comparison's heading (Markdown "### ", HTML "<h3>"). */
+static void heading_line(eq_comparison *c, int html, char *line, size_t len)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    EQ_EXPECT(f != NULL, "open_memstream");
+    if (f == NULL) return;
+    EQ_EXPECT_OK(html ? eq_report_html(f, c, 1) : eq_report_markdown(f, c, 1));
+    fclose(f);
+    const char *at = strstr(text, html ? "<h3>" : "\n### ");
+    snprintf(line, len, "%.*s", at ? (int)strcspn(at + 1, "\n") : 0, at ? at + 1 : "");
+    free(text);
+}
+
+/* Both writers' headings come from the run-cell table: at every default they are what README and
+ * the tests pin; each setting the table puts in a heading names itself there when not its default,
+ * so that two comparisons differing only in it are told apart; a field not in the heading (the CPU)
+ * leaves it as it was. */
+static void test_headings(eq_comparison *c)
+{
+    const eq_run_meta saved = c->test_meta;
+    char md[512], html[512], want[256], value[64];
+    heading_line(c, 0, md, sizeof md);
+    heading_line(c, 1, html, sizeof html);
+    EQ_EXPECT(strcmp(md, "### row_parallel fp32 dp1-tp4 vs dp1-tp1 (ring)") == 0, "Markdown heading '%s'", md);
+    EQ_EXPECT(strncmp(html, "h3>fp32 (ring)<span", strlen("h3>fp32 (ring)<span")) == 0, "HTML heading '%s'", html);
+    for (int i = 0; i < eq_cell_field_count; i++) {
+        const eq_cell_field *f = &eq_cell_fields[i];
+        if (!(f->flags & (EQ_CELL_HEADING_IF_SET | EQ_CELL_HEADING))) continue;
+        c->test_meta = saved;
+        const char *other = f->type == EQ_CELL_TEXT ? "other" : "7";
+        EQ_EXPECT(eq_cell_parse(&c->test_meta, f, other), "%s: cannot set '%s'", f->key, other);
+        snprintf(want, sizeof want, "%s%s", f->heading_part ? f->heading_part : "",
+                 eq_cell_text(&c->test_meta, f, value, sizeof value));
+        heading_line(c, 0, md, sizeof md);
+        heading_line(c, 1, html, sizeof html);
+        EQ_EXPECT(strstr(md, want) != NULL, "%s: '%s' not in the Markdown heading '%s'", f->key, want, md);
+        EQ_EXPECT(strstr(html, want) != NULL, "%s: '%s' not in the HTML heading '%s'", f->key, want, html);
+    }
+    c->test_meta = saved;
+    snprintf(c->test_meta.cpu, sizeof c->test_meta.cpu, "AMD EPYC");
+    heading_line(c, 0, md, sizeof md);
+    EQ_EXPECT(strcmp(md, "### row_parallel fp32 dp1-tp4 vs dp1-tp1 (ring)") == 0, "cpu: Markdown heading '%s'", md);
+    c->test_meta = saved;
+}
+
 int main(void)
 {
     eq_comparison cmps[2];
@@ -296,6 +344,7 @@ int main(void)
     test_markdown(cmps, 2);
     test_json(cmps, 2);
     test_gpu_line(&cmps[1]);
+    test_headings(&cmps[0]);
     eq_comparison_free(&cmps[0]);
     eq_comparison_free(&cmps[1]);
     return eq_test_finish("report_test");
