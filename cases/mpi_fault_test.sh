@@ -120,7 +120,7 @@ root_alone)
     export EQUIV_COLLECTIVE_TIMEOUT_S=3
     # The check proves something only if rank 0 is alone for longer than the limit: on a machine
     # where the dp1-tp1 runs take less, the size doubles.
-    for seq in 1536 3072 6144; do
+    for seq in 1536 3072 6144 12288 24576; do
         with_seq "$seq"
         rm -rf "$work/runs"
         start 2 "${wait_args[@]}" --tp 2 --truth -v --out "$work/runs"
