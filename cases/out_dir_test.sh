@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --out is written all or nothing (harness/out_dir.h). Parts:
+# --out is written all or nothing (harness/driver/out_dir.h). Parts:
 #   full       a run whose files do not fit (a file-size limit stands in for a full disk) fails with
 #              one line and leaves nothing: not the dumps written before the failure, no temporary
 #   signal     SIGTERM and SIGINT during a run remove everything the run had written

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Many steps end to end (--steps N, harness/train.h) on gpt at its ci size, bf16:
+# Many steps end to end (--steps N, harness/driver/train.h) on gpt at its ci size, bf16:
 #   1. dp2-tp2, 6 Adam steps at the defaults: the curve is rounding, exit 0; the run's dumps are
 #      those of the same run without --steps (the hash of every dataset's bytes); report.json (with
 #      its "steps" object) passes the schema.

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "harness/tensor.h"
+#include "harness/base/tensor.h"
 
 /* What a captured tensor is; the report treats them differently (parameters are summarised in
  * one line, activations and gradients get the per-layer table). */
@@ -65,7 +65,7 @@ typedef struct {
     /* A model's numerics when not equiv's own ("megatron", "megatron_tf32"; models/model.h);
      * "" for the default, which dumps leave out. */
     char numerics[EQ_NAME_MAX];
-    /* A many-step run's training (--steps N > 1, harness/train.h), set on its comparison's runs:
+    /* A many-step run's training (--steps N > 1, harness/driver/train.h), set on its comparison's runs:
      * the steps, the optimizer ("adam", "sgd") and its learning rate; 0, "" and 0 otherwise (not
      * recorded). Not in dumps: they hold step 1, the same as without --steps. */
     int steps;

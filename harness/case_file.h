@@ -34,7 +34,7 @@
 
 #include <stdint.h>
 
-#include "harness/tensor.h"
+#include "harness/base/tensor.h"
 #include "harness/tolerance.h"
 #include "reductions/layout.h"
 

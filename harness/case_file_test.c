@@ -8,8 +8,8 @@
 
 #include "equiv_config.h"
 #include "harness/case_file.h"
-#include "harness/runner.h"
-#include "harness/testing.h"
+#include "harness/driver/runner.h"
+#include "harness/base/testing.h"
 #include "models/models.h"
 
 static char temp_dir[256];

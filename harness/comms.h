@@ -7,8 +7,8 @@
 #ifndef EQUIV_HARNESS_COMMS_H
 #define EQUIV_HARNESS_COMMS_H
 
-#include "harness/status.h"
-#include "harness/world.h"
+#include "harness/base/status.h"
+#include "reductions/world.h"
 #include "reductions/collectives.h"
 
 typedef struct {

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/bf16.h"
-#include "harness/parallel.h"
+#include "harness/base/bf16.h"
+#include "harness/base/parallel.h"
 #include "harness/train_curve.h"
 
 /* The |d| thresholds of seed 002 section 2.1 (its layer tables keep 1e-3 and 1e-2). */

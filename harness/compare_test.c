@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/bf16.h"
+#include "harness/base/bf16.h"
 #include "harness/compare.h"
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "harness/verdict.h"
 
 /* seed 002 section 7 */

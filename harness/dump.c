@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "harness/equiv_revision.h"
-#include "harness/atomic_file.h"
+#include "harness/base/atomic_file.h"
 #include "harness/h5util.h"
 #include "harness/run_cell.h"
 

@@ -11,7 +11,7 @@
 
 #include "harness/dump.h"
 #include "harness/dump_read_isolated.h"
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 
 static void build(eq_capture *cap, int64_t big_rows)
 {

@@ -11,8 +11,8 @@
 
 #include "harness/capture.h"
 #include "harness/dump.h"
-#include "harness/status.h"
-#include "harness/testing.h"
+#include "harness/base/status.h"
+#include "harness/base/testing.h"
 
 static char test_dir[256];
 

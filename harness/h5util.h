@@ -4,7 +4,7 @@
 
 #include <hdf5.h>
 
-#include "harness/status.h"
+#include "harness/base/status.h"
 
 /* A negative HDF5 result becomes one recorded failure and a jump to the function's cleanup
  * (the function has `eq_status st` and a `cleanup:` label). */

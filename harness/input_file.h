@@ -15,7 +15,7 @@
 #include <ini.h>
 #include <stdio.h>
 
-#include "harness/status.h"
+#include "harness/base/status.h"
 
 #define EQ_INI_MAX_BYTES (1L << 20)   /* a case file or a tolerance table: 1 MiB */
 #define EQ_JSON_MAX_BYTES (256L << 20) /* a report: 256 MiB */

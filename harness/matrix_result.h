@@ -1,4 +1,4 @@
-/* The equivalence matrix's result (harness/matrix.h runs it): one row per cell with what the case
+/* The equivalence matrix's result (harness/driver/matrix.h runs it): one row per cell with what the case
  * expects and what the comparison showed, the rows and the comparisons in parallel arrays. What the
  * matrix's report writers (reports/matrix_report.h) read. */
 #ifndef EQUIV_HARNESS_MATRIX_RESULT_H

@@ -11,8 +11,8 @@
 
 #include <stdint.h>
 
-#include "harness/status.h"
-#include "harness/tensor.h"
+#include "harness/base/status.h"
+#include "harness/base/tensor.h"
 
 typedef enum { EQ_OPT_SGD = 0, EQ_OPT_ADAM = 1 } eq_optimizer_kind;
 #define EQ_OPT_COUNT 2

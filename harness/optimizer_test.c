@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "harness/bf16.h"
+#include "harness/base/bf16.h"
 #include "harness/optimizer.h"
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 
 static uint32_t f32_bits(float f)
 {

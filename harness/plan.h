@@ -4,7 +4,7 @@
 #define EQUIV_HARNESS_PLAN_H
 
 #include "harness/case_file.h"
-#include "harness/status.h"
+#include "harness/base/status.h"
 #include "harness/tolerance.h"
 
 /* The layouts to check, into out (EQ_CASE_MAX_LAYOUTS of them at most); returns how many. `asked`

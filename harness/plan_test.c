@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "harness/plan.h"
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 
 static eq_case a_case(int n, const eq_layout *layouts)
 {

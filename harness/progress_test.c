@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "harness/progress.h"
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 
 /* The fake clock: the test sets the time. */
 static double now_s;

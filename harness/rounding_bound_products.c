@@ -31,8 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/bf16.h"
-#include "harness/parallel.h"
+#include "harness/base/bf16.h"
+#include "harness/base/parallel.h"
 
 #define EQ_U32 0x1p-24
 #define EQ_ETA32 0x1p-149

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "harness/tensor.h"
+#include "harness/base/tensor.h"
 
 /* Rows [row0, row0 + rows) of the output: upper bounds on |y|, S, Q_ref and Q_test, [rows, N] each. */
 typedef struct {

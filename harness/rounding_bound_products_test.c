@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/rng.h"
+#include "harness/base/rng.h"
 #include "harness/rounding_bound_products.h"
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 
 enum { M = 515, N = 2, K = 4096 }; /* 515 rows: three blocks of 256, the last one short */
 

@@ -9,9 +9,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness/rng.h"
+#include "harness/base/rng.h"
 #include "harness/rounding_bound.h"
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "harness/verdict.h"
 #include "models/parallel_linear.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/status.h"
+#include "harness/base/status.h"
 
 #define MEMBER(m) offsetof(eq_run_meta, m), sizeof((eq_run_meta *)0)->m
 #define NO_RANGE 0, 0
@@ -14,7 +14,7 @@
 
 /* One row per field of a run's identity, in the order of the name and of diff's cell names. The
  * slots keep the order existing dumps and reports have their attributes and keys in; a new field
- * takes the next number of each. Defaults are the command line's (harness/cli.c). */
+ * takes the next number of each. Defaults are the command line's (harness/driver/cli.c). */
 const eq_cell_field eq_cell_fields[] = {
     /* key, type, member, flags, default, name part, title part, attr slot, json slot, range, heading part */
     {"case", EQ_CELL_TEXT, MEMBER(case_name),

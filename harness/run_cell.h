@@ -9,10 +9,10 @@
  *   the JSON report            reports/report_json.c; reports/report.schema.json is checked
  *                              against the table by run_cell_test
  *   equiv diff                 reports/report_diff.c pairs cells on the EQ_CELL_DIFF keys
- *   golden envelopes           harness/golden.c records the EQ_CELL_GOLDEN keys and applies
+ *   golden envelopes           harness/driver/golden.c records the EQ_CELL_GOLDEN keys and applies
  *                              an envelope only to runs that agree on them
  *
- * Adding a field: a member in eq_run_meta, set where the run is described (harness/runner.c's
+ * Adding a field: a member in eq_run_meta, set where the run is described (harness/driver/runner.c's
  * fill_meta), and one row in eq_cell_fields (its key, type, member, flags, default, name and
  * title parts, its slots in the dump's and the JSON's order); then its property in
  * report.schema.json, which run_cell_test asks for. A field written only when not its default

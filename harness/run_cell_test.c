@@ -9,7 +9,7 @@
 
 #include "harness/dump.h"
 #include "harness/run_cell.h"
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 
 #define JSON_FLAGS (EQ_CELL_JSON | EQ_CELL_JSON_IF_SET | EQ_CELL_JSON_IF_SOURCE)
 #define ATTR_FLAGS (EQ_CELL_ATTR | EQ_CELL_ATTR_IF_SET)

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "harness/run_load.h"
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 
 #define DP 2
 #define TP 2

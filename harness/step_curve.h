@@ -7,8 +7,8 @@
 
 #include <stdint.h>
 
-#include "harness/status.h"
-#include "harness/tensor.h"
+#include "harness/base/status.h"
+#include "harness/base/tensor.h"
 
 /* One step of both runs: the quantities before the update (loss, gradients) and after it (params). */
 typedef struct {

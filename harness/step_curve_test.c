@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "harness/step_curve.h"
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 
 #define MAX_STEPS 64
 

@@ -17,7 +17,7 @@
 #ifndef EQUIV_HARNESS_TOLERANCE_H
 #define EQUIV_HARNESS_TOLERANCE_H
 
-#include "harness/status.h"
+#include "harness/base/status.h"
 
 #define EQ_TOL_NAME_MAX 64
 #define EQ_TOL_SOURCE_MAX 256

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "harness/tolerance.h"
 
 static char temp_dir[] = "/tmp/equiv_tolerance_XXXXXX";

@@ -1,6 +1,6 @@
-/* The training curve of one comparison (--steps N): what the driver (harness/train.h) measured
+/* The training curve of one comparison (--steps N): what the driver (harness/driver/train.h) measured
  * and classified, and what the reports read (reports/report_steps.h). Data and its verdict only:
- * the driver that runs the steps is harness/train.c. */
+ * the driver that runs the steps is harness/driver/train.c. */
 #ifndef EQUIV_HARNESS_TRAIN_CURVE_H
 #define EQUIV_HARNESS_TRAIN_CURVE_H
 

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "harness/truth.h"
 
 enum { N = 64 };

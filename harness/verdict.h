@@ -1,6 +1,6 @@
 /* The verdict of a comparison, computed once, from its evidence.
  *
- * Comparing gathers evidence only (eq_compare_runs, harness/runner.h): each result's metrics, the
+ * Comparing gathers evidence only (eq_compare_runs, harness/driver/runner.h): each result's metrics, the
  * expectation for its role or the case's line for its name (expect, expect_size), what rounding-
  * error theory says of it (theory) and how far each run is from the fp64 truth (truth); and the
  * comparison's findings from assembling the runs. eq_judge reads that evidence and writes, per result:

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "harness/rounding_bound.h"
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "harness/truth.h"
 #include "harness/verdict.h"
 

@@ -10,8 +10,8 @@
 
 #include <stdint.h>
 
-#include "harness/status.h"
-#include "harness/tensor.h"
+#include "harness/base/status.h"
+#include "harness/base/tensor.h"
 #include "reductions/collectives.h"
 #include "reductions/gpu_describe.h" /* eq_gpu_describe, for the callers that name the backend */
 

@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "equiv_config.h"
-#include "harness/bf16.h"
-#include "harness/parallel.h"
-#include "harness/phase_time.h"
+#include "harness/base/bf16.h"
+#include "harness/base/parallel.h"
+#include "harness/base/phase_time.h"
 #include "models/backend.h"
 #include "models/gemm_blas.h"
 #include "models/gemm_ordered.h"
@@ -48,7 +48,7 @@ static eq_status serial_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
 
 /* OpenBLAS's own threading is not shape-invariant: with 2 threads, a GEMM over a quarter of the
  * columns rounded differently from the full one (models/backend_test.c caught it). So OpenBLAS
- * runs single-threaded and equiv splits the rows of C over its own threads (harness/parallel.h):
+ * runs single-threaded and equiv splits the rows of C over its own threads (harness/base/parallel.h):
  * rows never interact, and each block is a serial GEMM. */
 #define MIN_ROWS_PER_THREAD 128
 
@@ -109,7 +109,7 @@ static eq_status threaded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, con
  * costs no allocation and no page faults once the largest shape has been seen; the lock makes
  * concurrent callers take turns on it. */
 #define BF16_CHUNK_ROWS 256
-#define MAX_SLOTS 16 /* harness/parallel.c's MAX_WORKERS */
+#define MAX_SLOTS 16 /* harness/base/parallel.c's MAX_WORKERS */
 
 typedef struct {
     float *buf;

@@ -25,7 +25,7 @@
  * Buffers: the backend interface takes host pointers, so each GEMM copies A and B to device
  * buffers it owns (grown as needed), runs, and copies C back. All state is in `gemm`, freed in one
  * place (cuda_release, which also frees the sim-cuda transport's buffers and the stream). Calls are
- * serialised by a mutex; they all come from the thread that opened the device (models/cuda_device.h). */
+ * serialised by a mutex; they all come from the thread that opened the device (reductions/cuda_device.h). */
 #include <cublas_v2.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -33,9 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/rng.h"
+#include "harness/base/rng.h"
 #include "models/backend.h"
-#include "models/cuda_device.h"
+#include "reductions/cuda_device.h"
 #include "models/ops_cuda.h"
 #include "models/ops_cuda_kernel.h"
 #include "reductions/fold_cuda.h"

@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/rng.h"
-#include "harness/testing.h"
+#include "harness/base/rng.h"
+#include "harness/base/testing.h"
 #include "models/backend.h"
-#include "models/cuda_device.h"
+#include "reductions/cuda_device.h"
 
 typedef struct {
     double worst_ratio; /* max over elements of |cuda - cpu| / bound */

@@ -4,8 +4,8 @@
  * OpenBLAS would send to its small-matrix kernels) and large ones, in every dtype. */
 #include <string.h>
 
-#include "harness/rng.h"
-#include "harness/testing.h"
+#include "harness/base/rng.h"
+#include "harness/base/testing.h"
 #include "models/backend.h"
 
 /* Full C = A B^T against C over rows [r0, r0+rows) and columns [c0, c0+cols): differing elements. */

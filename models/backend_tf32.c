@@ -4,7 +4,7 @@
  * fp32), products exact, the sum in fp32. The rounding here is to nearest, ties to even; the
  * accumulation order is the CPU kernel's. The backend itself (eq_backend_cpu_tf32) is defined in
  * backend_cpu.c beside the CPU backend whose ops it shares. bf16 and fp64 GEMMs and every other op are the CPU
- * backend's, unchanged. Used for --numerics megatron_tf32 (harness/runner.c). */
+ * backend's, unchanged. Used for --numerics megatron_tf32 (harness/driver/runner.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

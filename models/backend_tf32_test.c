@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness/rng.h"
-#include "harness/testing.h"
+#include "harness/base/rng.h"
+#include "harness/base/testing.h"
 #include "models/backend.h"
 
 static void expect_round(float in, float want, const char *what)

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/phase_time.h"
+#include "harness/base/phase_time.h"
 
 /* dst[cols, rows] (packed) = src[rows, cols]^T (row stride ld), one typed loop per element size. */
 #define DEFINE_TRANSPOSE(name, T)                                                              \

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "harness/rng.h"
+#include "harness/base/rng.h"
 #include "models/backend.h"
 #include "reductions/collectives.h"
 

@@ -5,8 +5,8 @@
 
 #include <stdint.h>
 
-#include "harness/status.h"
-#include "harness/tensor.h"
+#include "harness/base/status.h"
+#include "harness/base/tensor.h"
 
 /* C[M,N] (ldc) = A[M,K] (lda) * B[N,K]^T (ldb) in fp32 or fp64, on the calling thread. */
 eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,

@@ -3,8 +3,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "harness/bf16.h"
-#include "harness/parallel.h"
+#include "harness/base/bf16.h"
+#include "harness/base/parallel.h"
 #include "models/gemm_ordered.h"
 
 size_t eq_gemm_carry_elem(eq_dtype dt) { return dt == EQ_FP64 ? sizeof(double) : sizeof(float); }

@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "harness/status.h"
-#include "harness/tensor.h"
+#include "harness/base/status.h"
+#include "harness/base/tensor.h"
 #include "models/gemm.h"
 
 /* Bytes of one accumulator element: 8 for fp64, 4 (fp32) for bf16 and fp32. */

@@ -6,9 +6,9 @@
  * split over threads. */
 #include <string.h>
 
-#include "harness/bf16.h"
-#include "harness/rng.h"
-#include "harness/testing.h"
+#include "harness/base/bf16.h"
+#include "harness/base/rng.h"
+#include "harness/base/testing.h"
 #include "models/gemm_carry.h"
 
 static double get(const eq_tensor *t, int64_t at)

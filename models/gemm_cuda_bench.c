@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "models/backend.h"
-#include "models/cuda_device.h"
+#include "reductions/cuda_device.h"
 
 typedef struct {
     const char *what;

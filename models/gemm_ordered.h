@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "harness/status.h"
+#include "harness/base/status.h"
 
 /* C[M,N] (row stride ldc) = A[M,K] (lda) * B[N,K]^T (ldb), overwritten; float and double. */
 eq_status eq_gemm_ordered_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,

@@ -14,7 +14,7 @@
  * capture_out_grad). Biases are left out: Megatron zeroes them (seed 002 section 1) and they would add nothing here.
  * Injected bugs touch block 0 only (its fc1 shards, its fc2 all-reduce) and the dp reduction.
  *
- * Many steps (--steps N, harness/train.h): every parameter is trained (each has its "_grad"); a
+ * Many steps (--steps N, harness/driver/train.h): every parameter is trained (each has its "_grad"); a
  * step given step->params starts from them instead of the seed's init, and step t > 0 draws its
  * own batch (draw_batch), so that step 0 is the single-step run bit for bit.
  *
@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/rng.h"
+#include "harness/base/rng.h"
 #include "models/gpt_block.h"
 #include "models/models.h"
 #include "models/ops.h"

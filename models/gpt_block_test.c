@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/rng.h"
-#include "harness/testing.h"
+#include "harness/base/rng.h"
+#include "harness/base/testing.h"
 #include "models/gpt_block.h"
 
 static const gpt_sizes sizes = {.seq = 5, .batch = 2, .hidden = 8, .heads = 4, .ffn = 16, .layers = 1};

@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/rng.h"
+#include "harness/base/rng.h"
 #include "models/models.h"
 #include "models/parallel_linear.h"
 

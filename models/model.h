@@ -13,7 +13,7 @@
 #include "harness/case_file.h"
 #include "harness/progress.h"
 #include "harness/rounding_bound.h"
-#include "harness/world.h"
+#include "reductions/world.h"
 #include "models/backend.h"
 #include "reductions/collectives.h"
 
@@ -79,7 +79,7 @@ typedef struct {
     eq_numerics numerics;       /* --numerics, else the size's `numerics = N` (gpt; others ignore it) */
     const eq_world *world;      /* NULL: every rank in this process (sim); else this process's ranks */
     eq_progress *progress;      /* where the step reports its phases (harness/progress.h); NULL: nobody */
-    /* A many-step run (--steps N, harness/train.h), for a model that trains (eq_model.trains):
+    /* A many-step run (--steps N, harness/driver/train.h), for a model that trains (eq_model.trains):
      * params NULL: the parameters initialised from the seed (every single-step run); else the
      * step starts from these, full shape, looked up by path ("layers/03/fc1_weight"), each of the
      * parameter's dtype and shape (EQ_ERR_INPUT naming the path otherwise). step_index 0: the

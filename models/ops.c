@@ -11,8 +11,8 @@
 #include <string.h>
 #include <tgmath.h>
 
-#include "harness/bf16.h"
-#include "harness/parallel.h"
+#include "harness/base/bf16.h"
+#include "harness/base/parallel.h"
 #include "models/gemm.h"
 
 /* Work per thread: the ops below run over rows or elements with eq_parallel_for; every row and

@@ -1,6 +1,6 @@
 /* The row and element ops of the GPT block, forward and backward, on one rank's buffers.
  *
- * dtype dt: fp32 (float), bf16 (uint16_t, harness/bf16.h) or fp64 (double). Every op computes
+ * dtype dt: fp32 (float), bf16 (uint16_t, harness/base/bf16.h) or fp64 (double). Every op computes
  * in its accumulate type (fp32 for fp32 and bf16, fp64 for fp64: what PyTorch's bf16 kernels do)
  * and rounds each output element once to dt. Sums run in one fixed order (ascending index), so
  * results depend on the data, never on how many rows a rank holds. Backward functions overwrite

@@ -4,7 +4,7 @@
 #include <pthread.h>
 
 #include "models/backend.h"
-#include "models/cuda_device.h"
+#include "reductions/cuda_device.h"
 #include "models/ops.h"
 #include "models/ops_cuda_kernel.h"
 

@@ -19,7 +19,7 @@ enum { DT_FP32 = 0, DT_BF16 = 1, DT_FP64 = 2 }; // eq_dtype; models/ops_cuda.c a
 
 __device__ __forceinline__ float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
-__device__ __forceinline__ uint16_t f32_to_bf16(float f) // harness/bf16.h's eq_f32_to_bf16
+__device__ __forceinline__ uint16_t f32_to_bf16(float f) // harness/base/bf16.h's eq_f32_to_bf16
 {
     uint32_t u = __float_as_uint(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);

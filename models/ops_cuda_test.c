@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/rng.h"
-#include "harness/testing.h"
+#include "harness/base/rng.h"
+#include "harness/base/testing.h"
 #include "models/backend.h"
-#include "models/cuda_device.h"
+#include "reductions/cuda_device.h"
 #include "models/ops.h"
 
 static size_t bits_differ(eq_dtype dt, const void *a, const void *b, size_t n)

@@ -68,7 +68,7 @@ eq_status eq_column_parallel_forward(const eq_step *step, eq_tensor *out, const 
  * operands are a + r * a_step and b + r * b_step (NT: in[:, block r] and weight[:, block r]; NN:
  * dout[:, block r] and weight[block r, :]). Every tp rank must be in this process: on real GPUs
  * rank r waits for rank r-1's accumulator, a chain the collectives here do not model, so other
- * transports are refused (harness/commands.c). `ranks` < tp stops the chain early (the injected
+ * transports are refused (harness/driver/commands.c). `ranks` < tp stops the chain early (the injected
  * skip_allreduce). */
 typedef struct {
     eq_gemm_form form;

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/bf16.h"
-#include "harness/rng.h"
-#include "harness/testing.h"
+#include "harness/base/bf16.h"
+#include "harness/base/rng.h"
+#include "harness/base/testing.h"
 #include "models/parallel_linear.h"
 
 enum { M = 24, K = 64, N = 32 };

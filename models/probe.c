@@ -44,7 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/rng.h"
+#include "harness/base/rng.h"
 #include "models/models.h"
 #include "models/probe_run.h"
 

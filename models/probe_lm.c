@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/rng.h"
+#include "harness/base/rng.h"
 #include "models/ops.h"
 #include "models/parallel_linear.h"
 

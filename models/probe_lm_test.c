@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/rng.h"
-#include "harness/testing.h"
+#include "harness/base/rng.h"
+#include "harness/base/testing.h"
 #include "models/probe_lm.h"
 
 static const probe_lm_sizes sizes = {.vocab = 7, .seq = 6, .hidden = 8, .heads = 2, .ffn = 12, .layers = 2};

@@ -22,8 +22,8 @@
 
 #include <stdint.h>
 
-#include "harness/bf16.h"
-#include "harness/tensor.h"
+#include "harness/base/bf16.h"
+#include "harness/base/tensor.h"
 #include "reductions/collectives.h"
 
 typedef struct {

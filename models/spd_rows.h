@@ -6,14 +6,14 @@
  * one product to every element of the row per step (acc[j] += a_k b[k, j]): the lanes are
  * independent, so the vector instructions that run them reassociate nothing, and the build's
  * -ffp-contract=off keeps multiply and add two roundings. Rows (or blocks of output rows) are
- * split over threads (harness/parallel.h); a value depends on its own data alone, never on the
+ * split over threads (harness/base/parallel.h); a value depends on its own data alone, never on the
  * thread count. */
 #ifndef EQUIV_MODELS_SPD_ROWS_H
 #define EQUIV_MODELS_SPD_ROWS_H
 
 #include <stdint.h>
 
-#include "harness/parallel.h"
+#include "harness/base/parallel.h"
 
 /* eq_parallel_for, except in a thread marked by spd_rows_serial(1): there the whole range runs
  * on the caller. models/spd.c marks the threads that already each run a share of the dp

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "models/spd_rows.h"
 
 /* Values of mixed sign and size: a 64-bit LCG's high bits as a mantissa, times 2^(-20..20). */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/rng.h"
+#include "harness/base/rng.h"
 
 const char *const spd_term_names[SPD_N_TERMS] = {"faith", "stoch", "imp_min", "ppgd"};
 

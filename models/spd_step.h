@@ -10,7 +10,7 @@
  * Sites, in order: layer l's c_fc is site 2l (D = M, O = F, C = c_fc), its down_proj site 2l + 1
  * (D = F, O = M, C = c_down). The CI function of a site reads the target's input to that site.
  *
- * Randomness is keyed by global coordinates (harness/rng.h), never by rank: the input by
+ * Randomness is keyed by global coordinates (harness/base/rng.h), never by rank: the input by
  * (global token, feature), the mask noise u [.., C+1] by (step, site, global token, component),
  * the subset routing by (step, site, global token), the PGD sources' init by (site, global token,
  * component). Every layout therefore draws the same numbers for the same token. */

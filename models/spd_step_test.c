@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "models/spd_step.h"
 
 /* Central differences with h = 1e-6 max(1, |x|); error relative where |grad| > 1 (ops_test.c's

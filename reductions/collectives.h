@@ -13,9 +13,9 @@
 
 #include <stddef.h>
 
-#include "harness/phase_time.h"
-#include "harness/status.h"
-#include "harness/tensor.h"
+#include "harness/base/phase_time.h"
+#include "harness/base/status.h"
+#include "harness/base/tensor.h"
 #include "reductions/nccl_layout.h"
 
 typedef enum {

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/bf16.h"
-#include "harness/status.h"
-#include "harness/testing.h"
+#include "harness/base/bf16.h"
+#include "harness/base/status.h"
+#include "harness/base/testing.h"
 #include "reductions/collectives.h"
 
 #define MAX_N 16

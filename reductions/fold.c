@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/bf16.h"
+#include "harness/base/bf16.h"
 #include "reductions/nccl_layout.h"
 
 #define FOLD_BLOCK 512 /* elements per block: n rows of this many doubles stay in cache */

@@ -14,8 +14,8 @@
 
 #include <stddef.h>
 
-#include "harness/status.h"
-#include "harness/tensor.h"
+#include "harness/base/status.h"
+#include "harness/base/tensor.h"
 #include "reductions/collectives.h"
 #include "reductions/nccl_layout.h"
 

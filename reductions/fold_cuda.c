@@ -4,8 +4,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "harness/bf16.h"
-#include "models/cuda_device.h"
+#include "harness/base/bf16.h"
+#include "reductions/cuda_device.h"
 #include "reductions/fold.h"
 #include "reductions/fold_cuda_kernel.h"
 
@@ -83,7 +83,7 @@ static eq_status fold_on_device(eq_algo algo, eq_dtype dt, eq_redop op, int n, c
     for (int k = 0; k < n; k++)
         EQ_CUDA_TRY(cudaMemcpyAsync((char *)fold_dev.rows.ptr + (size_t)k * bytes, in[k], bytes, cudaMemcpyHostToDevice,
                                     eq_cuda_stream()));
-    if (eq_cuda_timing()) { /* the uploads apart from the fold (models/cuda_device.h) */
+    if (eq_cuda_timing()) { /* the uploads apart from the fold (reductions/cuda_device.h) */
         EQ_CUDA_TRY(cudaStreamSynchronize(eq_cuda_stream()));
         eq_cuda_time_add(EQ_CUDA_T_UPLOAD, eq_cuda_now() - t0, (size_t)n * bytes);
     }

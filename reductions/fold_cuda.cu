@@ -1,7 +1,7 @@
 // The fold of reductions/fold.c on the device: one thread per element, the members folded in the
 // algorithm's order, rounding to the wire dtype after every add exactly as fold.c's add_rows does
 // (bf16: fp32 add of the widened values, one rounding to bf16, NCCL's __hadd on sm80+; fp32: a
-// float add; fp64: a double add). Rounding to bf16 is the same bit operation as harness/bf16.h's
+// float add; fp64: a double add). Rounding to bf16 is the same bit operation as harness/base/bf16.h's
 // eq_f32_to_bf16 (nearest, ties to even, quiet NaN keeping its sign), not a library conversion, so
 // host and device agree on every finite and infinite input. A NaN stays a NaN in the same place,
 // but its payload may differ: the PTX ISA leaves the NaN an fp32 add or multiply returns

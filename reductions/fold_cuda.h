@@ -12,8 +12,8 @@
 
 #include <stddef.h>
 
-#include "harness/status.h"
-#include "harness/tensor.h"
+#include "harness/base/status.h"
+#include "harness/base/tensor.h"
 #include "reductions/collectives.h"
 
 /* eq_fold (reductions/fold.h) on the device: the same contract, the same bits. Opens the device

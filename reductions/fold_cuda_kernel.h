@@ -1,5 +1,5 @@
 /* The device fold's launcher (reductions/fold_cuda.cu), callable from C. Arguments are the ints of
- * eq_algo, eq_dtype and eq_redop (reductions/collectives.h, harness/tensor.h), checked in
+ * eq_algo, eq_dtype and eq_redop (reductions/collectives.h, harness/base/tensor.h), checked in
  * reductions/fold_cuda.c. */
 #ifndef EQUIV_REDUCTIONS_FOLD_CUDA_KERNEL_H
 #define EQUIV_REDUCTIONS_FOLD_CUDA_KERNEL_H

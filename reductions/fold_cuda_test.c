@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/rng.h"
-#include "harness/testing.h"
-#include "models/cuda_device.h"
+#include "harness/base/rng.h"
+#include "harness/base/testing.h"
+#include "reductions/cuda_device.h"
 #include "reductions/fold.h"
 #include "reductions/fold_cuda.h"
 

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "harness/status.h"
+#include "harness/base/status.h"
 
 typedef struct {
     int dp, tp;

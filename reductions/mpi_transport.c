@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/bf16.h"
+#include "harness/base/bf16.h"
 #include "reductions/fold.h"
 #include "reductions/mpi_watch.h"
 

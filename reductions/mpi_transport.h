@@ -1,5 +1,5 @@
 /* The MPI transport: one member of each group per process (n_local = 1), the group's handle an
- * MPI_Comm (g->comm points to it; harness/world.c makes the tp and dp communicators).
+ * MPI_Comm (g->comm points to it; reductions/world.c makes the tp and dp communicators).
  *
  * The emulated algorithms (ring, tree, fp32acc, seq) are run explicitly with point-to-point
  * messages, each add rounded by the same eq_fold_add as the sim transport's fold
@@ -33,7 +33,7 @@
 #if EQUIV_HAVE_MPI
 extern const eq_transport eq_transport_mpi;
 
-/* Called after MPI_Init by each world (harness/world.c): the first creates the bf16 operation; the
+/* Called after MPI_Init by each world (reductions/world.c): the first creates the bf16 operation; the
  * last _free frees it, before MPI_Finalize. */
 eq_status eq_mpi_transport_init(void);
 void eq_mpi_transport_free(void);

@@ -38,8 +38,8 @@ int main(void)
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/testing.h"
-#include "harness/world.h"
+#include "harness/base/testing.h"
+#include "reductions/world.h"
 #include "reductions/fold.h"
 
 #define MAX_N 16

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/signal_chain.h"
+#include "harness/base/signal_chain.h"
 #include "reductions/mpi_transport.h"
 
 /* The host's states live in memory the host's ranks share: they must be lock-free. */
@@ -417,7 +417,7 @@ static void on_signal(int sig, siginfo_t *info, void *context)
             emit(&l);
         }
     }
-    /* then as the signal would have ended the process without us (harness/signal_chain.h) */
+    /* then as the signal would have ended the process without us (harness/base/signal_chain.h) */
     eq_signal_chain_pass_on(&chain, sig);
 }
 

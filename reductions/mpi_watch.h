@@ -20,7 +20,7 @@
  *   sign of life every second (at most a quarter of the limit), and each one restarts their
  *   wait's clock. However long the references take, the others wait; when rank 0 stops or dies,
  *   the signs stop and its absence is reported within the limit as above. (They need MPI's
- *   MPI_THREAD_SERIALIZED, which harness/world.c asks for; with less the wait keeps the plain
+ *   MPI_THREAD_SERIALIZED, which reductions/world.c asks for; with less the wait keeps the plain
  *   limit.) A rank 0 whose process is alive but whose work never ends is not bounded, as a
  *   --comm sim run is not.
  * - A rank killed by a signal cannot speak; the launcher then ends the others with SIGTERM. Their
@@ -37,7 +37,7 @@
 #define EQUIV_REDUCTIONS_MPI_WATCH_H
 
 #include "equiv_config.h"
-#include "harness/status.h"
+#include "harness/base/status.h"
 
 #define EQ_MPI_WATCH_GRACE_S 2.0
 

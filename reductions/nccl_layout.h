@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "harness/status.h"
+#include "harness/base/status.h"
 
 typedef enum { EQ_NCCL_SIMPLE = 0, EQ_NCCL_LL = 1, EQ_NCCL_LL128 = 2 } eq_nccl_proto;
 #define EQ_NCCL_PROTO_COUNT 3

@@ -2,8 +2,8 @@
  * nccl_layout.c), each written out below so it can be checked without running the code. */
 #include <string.h>
 
-#include "harness/status.h"
-#include "harness/testing.h"
+#include "harness/base/status.h"
+#include "harness/base/testing.h"
 #include "reductions/fold.h"
 #include "reductions/nccl_layout.h"
 

@@ -13,7 +13,7 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
-#include "models/cuda_device.h"
+#include "reductions/cuda_device.h"
 #include "reductions/fold.h"
 
 #define DEFAULT_TIMEOUT_S 300.0

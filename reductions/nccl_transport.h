@@ -30,7 +30,7 @@
 
 #include <mpi.h>
 
-#include "harness/status.h"
+#include "harness/base/status.h"
 #include "reductions/collectives.h"
 
 /* What the launcher's bootstrap hands over: this process's world rank and size, its rank among

@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/rng.h"
-#include "harness/testing.h"
-#include "models/cuda_device.h"
+#include "harness/base/rng.h"
+#include "harness/base/testing.h"
+#include "reductions/cuda_device.h"
 #include "reductions/fold.h"
 #include "reductions/nccl_transport.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "reports/how_to_read.h"
 
 /* term as a Markdown table cell: "| max \|d\| |" */

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "reports/number_format.h"
 
 static void expect_format(double v, int digits, const char *want)

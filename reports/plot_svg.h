@@ -21,7 +21,7 @@
 
 #include <stdio.h>
 
-#include "harness/status.h"
+#include "harness/base/status.h"
 
 #define EQ_SVG_MARGIN_LEFT 72
 #define EQ_SVG_MARGIN_RIGHT 176

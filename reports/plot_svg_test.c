@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "reports/plot_svg.h"
 
 #define EXPECT_HAS(text, part) EQ_EXPECT(strstr((text), (part)) != NULL, "chart lacks '%s'", (part))

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "harness/verdict.h"
 #include "reports/how_to_read.h"
 #include "reports/report.h"

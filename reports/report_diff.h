@@ -30,7 +30,7 @@
 
 #include <stdio.h>
 
-#include "harness/status.h"
+#include "harness/base/status.h"
 
 typedef struct {
     double growth; /* a tensor grew when head max or mean |d| > growth * base (and > its floor) */

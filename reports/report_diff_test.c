@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "reports/report_diff.h"
 
 #define EXPECT_HAS(text, part) EQ_EXPECT(strstr((text), (part)) != NULL, "comment lacks '%s'", (part))

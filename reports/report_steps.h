@@ -1,4 +1,4 @@
-/* The training curve of a many-step run (--steps N, harness/train.h) in the reports: the answer to
+/* The training curve of a many-step run (--steps N, harness/driver/train.h) in the reports: the answer to
  * "does the layout converge like the reference?" as numbers. Each writer calls its function once
  * per comparison; a comparison without a curve (one step) writes nothing.
  *

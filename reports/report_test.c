@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "harness/run_cell.h"
-#include "harness/testing.h"
+#include "harness/base/testing.h"
 #include "harness/verdict.h"
 #include "reports/report.h"
 

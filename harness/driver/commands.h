@@ -1,0 +1,31 @@
+/* The commands behind the CLI. Each returns a status (errors: one line printed by main) and, for
+ * commands that compare, the number of results not as expected (exit 1 when > 0). */
+#ifndef EQUIV_HARNESS_DRIVER_COMMANDS_H
+#define EQUIV_HARNESS_DRIVER_COMMANDS_H
+
+#include "harness/driver/cli.h"
+
+/* Where a command finds its inputs: --cases-dir and --tolerances, else under $EQUIV_HOME, else
+ * under the source tree this binary was built from. golden/envelopes has no option. */
+typedef struct {
+    char cases_dir[2048];
+    char tolerances[2048];
+    char golden_dir[2048];
+} eq_paths;
+
+void eq_paths_resolve(const eq_cli *cli, eq_paths *p);
+
+eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected);
+eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected);
+eq_status eq_cmd_list(const eq_cli *cli);
+/* equiv diff BASE.json HEAD.json: the PR comment on stdout (and DIR/comment.md with --out);
+ * n_unexpected = regressions. */
+eq_status eq_cmd_diff(const eq_cli *cli, int *n_unexpected);
+/* Every case x layout x dtype (or --case/--dtype), one summary; n_unexpected = cells not as expected. */
+eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected);
+/* The ci-size matrix against golden/envelopes (n_unexpected = tensors outside), or --update. */
+eq_status eq_cmd_golden(const eq_cli *cli, int *n_unexpected);
+/* Runs the benchmark workloads (harness/driver/cmd_bench.c), each as a child equiv, and prints the table. */
+eq_status eq_cmd_bench(const eq_cli *cli);
+
+#endif

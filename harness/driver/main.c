@@ -1,0 +1,59 @@
+/* equiv: the command line. Only this file picks exit codes: 0 as expected, 1 a comparison not as
+ * expected, 2 a usage or input error (one line on standard error). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "equiv_config.h"
+#include "harness/driver/cli.h"
+#include "harness/driver/commands.h"
+#include "harness/dump.h"
+#include "harness/base/phase_time.h"
+#include "reductions/world.h"
+#include "models/backend.h"
+
+/* Under a multi-process --comm, once the ranks run together an error is printed by the rank it
+ * happened on (reductions/world.h: eq_world_finish, eq_world_abort). Before that (a bad command line)
+ * every rank meets the same error: rank 0 alone prints it, and the others wait a moment before
+ * exiting, since the first rank to exit with an error makes the launcher end the rest. */
+static int prints_errors(const eq_cli *cli)
+{
+    eq_rank_env env;
+    if (eq_world_error_printed()) return 0;
+    if (cli->comm != NULL && !cli->comm->multi_process) return 1; /* NULL: --comm unknown, maybe under a launcher */
+    if (eq_rank_env_read(eq_env_get, &env) != EQ_OK || env.rank == 0) return 1;
+    const struct timespec moment = {1, 0};
+    nanosleep(&moment, NULL);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    eq_cpu_prefer_avx512_openblas(argv); /* models/backend.h says why */
+    eq_dump_set_command(argc, argv);      /* recorded in every dump's root */
+    eq_phase_times_start();               /* with EQUIV_PHASE_TIMES=PATH (harness/base/phase_time.h) */
+    eq_cli cli;
+    int n_unexpected = 0;
+    eq_status st = eq_cli_parse(argc, argv, &cli);
+    if (st == EQ_OK) {
+        switch (cli.command) {
+        case EQ_CMD_HELP: eq_cli_print_help(); break;
+        case EQ_CMD_VERSION: printf("equiv %s\n", EQUIV_VERSION); break;
+        case EQ_CMD_LIST: st = eq_cmd_list(&cli); break;
+        case EQ_CMD_RUN: st = eq_cmd_run(&cli, &n_unexpected); break;
+        case EQ_CMD_COMPARE: st = eq_cmd_compare(&cli, &n_unexpected); break;
+        case EQ_CMD_DIFF: st = eq_cmd_diff(&cli, &n_unexpected); break;
+        case EQ_CMD_MATRIX: st = eq_cmd_matrix(&cli, &n_unexpected); break;
+        case EQ_CMD_GOLDEN: st = eq_cmd_golden(&cli, &n_unexpected); break;
+        case EQ_CMD_BENCH: st = eq_cmd_bench(&cli); break;
+        }
+    }
+    if (st == EQ_OK) st = eq_phase_times_finish();
+    if (st != EQ_OK) {
+        if (!prints_errors(&cli)) return eq_status_exit_code(st);
+        fprintf(stderr, "equiv: error: %s [%s]\n", eq_error_message(), eq_error_where());
+        return eq_status_exit_code(st);
+    }
+    return n_unexpected > 0 ? 1 : 0;
+}
