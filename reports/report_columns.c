@@ -206,13 +206,13 @@ static void truth_intro(const eq_renderer *rd, const eq_comparison *c, const eq_
 /* The per-layer tables' column count, eq_report_n_columns, is no constant here:
  * eq_report_table_columns reads it. */
 #define LAYER_TABLE(role, title) {title, role, of_role, not_as_expected, 1, NULL, eq_report_columns, 0, NULL}
-const eq_report_table eq_report_tables[] = {
-    LAYER_TABLE(EQ_ROLE_ACTIVATION, "Activations"),
-    LAYER_TABLE(EQ_ROLE_GRAD, "Gradients"),
-    LAYER_TABLE(EQ_ROLE_LOSS, "Losses"),
-    {"Rounding-error theory", 0, theory_applies, above_det_bound, 0, theory_intro, theory_columns,
+const eq_report_table eq_report_tables[EQ_TABLE_COUNT] = {
+    [EQ_TABLE_ACTIVATIONS] = LAYER_TABLE(EQ_ROLE_ACTIVATION, "Activations"),
+    [EQ_TABLE_GRADIENTS] = LAYER_TABLE(EQ_ROLE_GRAD, "Gradients"),
+    [EQ_TABLE_LOSSES] = LAYER_TABLE(EQ_ROLE_LOSS, "Losses"),
+    [EQ_TABLE_THEORY] = {"Rounding-error theory", 0, theory_applies, above_det_bound, 0, theory_intro, theory_columns,
      N_OF(theory_columns), NULL},
-    {"Against the fp64 truth", 0, truth_applies, NULL, 0, truth_intro, truth_columns, N_OF(truth_columns), NULL},
+    [EQ_TABLE_TRUTH] = {"Against the fp64 truth", 0, truth_applies, NULL, 0, truth_intro, truth_columns, N_OF(truth_columns), NULL},
 };
 const int eq_report_n_tables = N_OF(eq_report_tables);
 

@@ -77,8 +77,17 @@ typedef struct {
 } eq_report_table;
 
 /* The per-layer tables (activations, gradients, losses), then the rounding-error theory and the
- * fp64 truth. */
-extern const eq_report_table eq_report_tables[];
+ * fp64 truth: eq_report_tables[EQ_TABLE_THEORY] is the theory's, whatever the order. */
+enum {
+    EQ_TABLE_ACTIVATIONS,
+    EQ_TABLE_GRADIENTS,
+    EQ_TABLE_LOSSES,
+    EQ_TABLE_N_LAYER, /* the per-layer tables come first, these three */
+    EQ_TABLE_THEORY = EQ_TABLE_N_LAYER,
+    EQ_TABLE_TRUTH,
+    EQ_TABLE_COUNT
+};
+extern const eq_report_table eq_report_tables[EQ_TABLE_COUNT];
 extern const int eq_report_n_tables;
 
 /* The most columns a table has (report_model_test holds each to it). */

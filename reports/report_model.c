@@ -74,10 +74,9 @@ int eq_report_write_table(const eq_renderer *rd, const eq_report_table *t, const
     return rows;
 }
 
-/* eq_report_tables' order (reports/report_columns.c) */
-#define N_LAYER_TABLES 3
-#define THEORY (&eq_report_tables[3])
-#define TRUTH (&eq_report_tables[4])
+#define N_LAYER_TABLES EQ_TABLE_N_LAYER
+#define THEORY (&eq_report_tables[EQ_TABLE_THEORY])
+#define TRUTH (&eq_report_tables[EQ_TABLE_TRUTH])
 
 static void write_tolerance(const eq_renderer *rd, const eq_tolerance *tol)
 {
