@@ -124,4 +124,9 @@ eq_status eq_model_find(const char *name, const eq_model **out);
 /* Every model, NULL-terminated. */
 extern const eq_model *const eq_models[];
 
+/* The names of the models for which has(model) is nonzero (has NULL: every model), ", "-separated,
+ * in the table's order, into buf (truncated to len); returns buf. For the "(known: ...)" and
+ * "(models that do: ...)" of error lines. */
+const char *eq_model_names(int (*has)(const eq_model *model), char *buf, size_t len);
+
 #endif

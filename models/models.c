@@ -14,17 +14,26 @@ const eq_model *const eq_models[] = {
     NULL,
 };
 
+const char *eq_model_names(int (*has)(const eq_model *model), char *buf, size_t len)
+{
+    if (len == 0) return buf;
+    buf[0] = '\0';
+    for (int i = 0; eq_models[i] != NULL; i++)
+        if (has == NULL || has(eq_models[i]))
+            snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? ", " : "", eq_models[i]->name);
+    return buf;
+}
+
 eq_status eq_model_find(const char *name, const eq_model **out)
 {
-    char known[256] = "";
     for (int i = 0; eq_models[i] != NULL; i++) {
         if (strcmp(eq_models[i]->name, name) == 0) {
             *out = eq_models[i];
             return EQ_OK;
         }
-        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", eq_models[i]->name);
     }
-    return EQ_FAIL(EQ_ERR_INPUT, "unknown model '%s' (known: %s)", name, known);
+    char known[256];
+    return EQ_FAIL(EQ_ERR_INPUT, "unknown model '%s' (known: %s)", name, eq_model_names(NULL, known, sizeof known));
 }
 
 /* The fold a group's collectives follow. tp_invariant is no fold: the tp reductions it governs carry

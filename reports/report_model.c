@@ -264,8 +264,8 @@ static eq_status no_layer_rows(const eq_renderer *rd, const eq_comparison *c)
         cells[n] = n < 2 ? "-" : n == 2 ? "(no activations, gradients or losses captured)" : "";
         n++;
     }
-    rd->table_begin(rd, &eq_report_tables[0]);
-    rd->row(rd, &eq_report_tables[0], NULL, 0, cells);
+    rd->table_begin(rd, &eq_report_tables[EQ_TABLE_ACTIVATIONS]);
+    rd->row(rd, &eq_report_tables[EQ_TABLE_ACTIVATIONS], NULL, 0, cells);
     rd->table_end(rd);
     return EQ_OK;
 }

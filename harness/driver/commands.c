@@ -107,6 +107,8 @@ static eq_status run_and_dump(const eq_cli *cli, eq_out *out, const eq_run_spec 
 
 /* --comm: a comm this build has, running --algo (harness/comms.h), and a case it supports. (One
  * layout only under a multi-process comm, the one of --dp and --tp: start_world insists on them.) */
+static int runs_multi_process(const eq_model *model) { return model->multi_process; }
+
 static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec)
 {
     const eq_comm *comm = cli->comm;
@@ -117,13 +119,10 @@ static eq_status check_comm(const eq_cli *cli, const eq_run_spec *spec)
         return EQ_FAIL(EQ_ERR_USAGE, "--nccl-channels and --nccl-proto place the elements of the emulated ring: they "
                        "need --algo ring and --comm sim (under --comm nccl, NCCL itself chooses)");
     if (spec != NULL && comm->multi_process && !spec->model->multi_process) {
-        char known[256] = "";
-        for (int i = 0; eq_models[i] != NULL; i++)
-            if (eq_models[i]->multi_process)
-                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? ", " : "",
-                         eq_models[i]->name);
+        char known[256];
         return EQ_FAIL(EQ_ERR_USAGE, "case %s (model %s) does not run under --comm %s yet (models that do: %s)",
-                       spec->kase->name, spec->model->name, comm->name, known);
+                       spec->kase->name, spec->model->name, comm->name,
+                       eq_model_names(runs_multi_process, known, sizeof known));
     }
     return EQ_OK;
 }

@@ -8,16 +8,14 @@
 #include "harness/verdict.h"
 #include "models/model.h"
 
+static int trains(const eq_model *model) { return model->trains; }
+
 eq_status eq_train_check(const eq_cli *cli, const eq_run_spec *spec)
 {
     if (cli->steps <= 1 || spec->model->trains) return EQ_OK;
-    char known[256] = "";
-    for (int i = 0; eq_models[i] != NULL; i++)
-        if (eq_models[i]->trains)
-            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? ", " : "",
-                     eq_models[i]->name);
+    char known[256];
     return EQ_FAIL(EQ_ERR_USAGE, "--steps %d: case %s (model %s) does not train its parameters yet (models that do: %s)",
-                   cli->steps, spec->kase->name, spec->model->name, known);
+                   cli->steps, spec->kase->name, spec->model->name, eq_model_names(trains, known, sizeof known));
 }
 
 void eq_train_optimizer(const eq_cli *cli, eq_optimizer_config *out)
