@@ -6,20 +6,7 @@
 set -u
 equiv=$1
 py=/usr/bin/python3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail=0
-check() { # check DESCRIPTION WANT_STATUS COMMAND...
-    local what=$1 want=$2
-    shift 2
-    "$@" >"$work/stdout" 2>"$work/stderr"
-    local got=$?
-    if [ "$got" -ne "$want" ]; then
-        echo "FAIL: $what: exit $got, want $want"; cat "$work/stderr"; fail=1
-    else
-        echo "ok: $what (exit $got)"
-    fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh" # $work, $fail, check
 expect_output() { # expect_output DESCRIPTION PATTERN
     if grep -qE -- "$2" "$work/stdout"; then echo "ok: $1"; else echo "FAIL: $1: no /$2/ in output"; fail=1; fi
 }

@@ -19,20 +19,7 @@ set -u
 equiv=$1
 py=/usr/bin/python3
 here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail=0
-check() { # check DESCRIPTION WANT_STATUS COMMAND...
-    local what=$1 want=$2
-    shift 2
-    "$@" >"$work/stdout" 2>"$work/stderr"
-    local got=$?
-    if [ "$got" -ne "$want" ]; then
-        echo "FAIL: $what: exit $got, want $want"; cat "$work/stderr"; fail=1
-    else
-        echo "ok: $what (exit $got)"
-    fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh" # $work, $fail, check
 # curve JSON PYTHON-EXPRESSION DESCRIPTION: the expression holds of s, the first comparison's
 # "steps" object of report JSON, with p = s["points"]
 curve() {
