@@ -16,7 +16,7 @@ status=$?
 cat "$work/stdout"
 [ "$status" -eq 0 ] || { bad "equiv bench --quick: exit $status"; cat "$work/stderr"; exit 1; }
 
-columns="workload wall_s cpu_s peak_MiB gemm_GF/s %peak gemmcpu% inputs% gemm% collectives% bound% compare% dumps% report% other%"
+columns="workload wall_s cpu_s peak_MiB gemm_GF/s %peak gemmcpu% blascpu% inputs% gemm% collectives% bound% compare% dumps% report% other%"
 header=$(grep -m1 '^workload ' "$work/stdout")
 [ "$(echo $header)" = "$columns" ] || bad "header is '$(echo $header)', want '$columns'"
 grep -q '^equiv bench --quick: SGEMM peak [0-9.]* GFLOP/s' "$work/stdout" || bad "no SGEMM peak line"
@@ -25,11 +25,12 @@ workloads="row_parallel_bf16 row_parallel_fp32 gpt_bench gpt_docs_fwd spd_docs"
 for w in $workloads; do
     row=$(grep "^$w " "$work/stdout")
     [ -n "$row" ] || { bad "no row for $w"; continue; }
-    # 15 fields; the last 8 are the shares of wall time (inputs .. other), printed to 0.1: they
-    # sum to 100 within 8 x 0.05 of rounding
+    # 16 fields; the last 8 are the shares of wall time (inputs .. other), printed to 0.1: they
+    # sum to 100 within 8 x 0.05 of rounding; blascpu% (8th) is a share of CPU time, at most 100
     echo "$row" | awk -v w="$w" '
-        NF != 15 { printf "FAIL: %s: %d fields, want 15\n", w, NF; exit 1 }
-        { s = 0; for (i = 8; i <= 15; i++) { if ($i < 0) { printf "FAIL: %s: share %s < 0\n", w, $i; exit 1 } s += $i }
+        NF != 16 { printf "FAIL: %s: %d fields, want 16\n", w, NF; exit 1 }
+        $8 < 0 || $8 > 100 { printf "FAIL: %s: blascpu%% %s outside [0, 100]\n", w, $8; exit 1 }
+        { s = 0; for (i = 9; i <= 16; i++) { if ($i < 0) { printf "FAIL: %s: share %s < 0\n", w, $i; exit 1 } s += $i }
           if (s < 99.6 || s > 100.4) { printf "FAIL: %s: shares sum to %.2f, want 100\n", w, s; exit 1 }
           if ($2 <= 0 || $4 <= 0) { printf "FAIL: %s: wall %s s, peak %s MiB\n", w, $2, $4; exit 1 } }' || fail=1
 done
@@ -41,6 +42,9 @@ json="$work/out/bench.json"
 [ -f "$json" ] || bad "no bench.json under --out"
 flops=$(grep -A40 '"name": "row_parallel_bf16"' "$json" | sed -n 's/.*"gemm_flops": \([0-9.e+]*\).*/\1/p' | head -n 1)
 [ "$(awk -v f="$flops" 'BEGIN { print (f == 8388608) }')" = 1 ] || bad "row_parallel_bf16 gemm_flops '$flops', want 8388608"
+# every GEMM of a run is a BLAS call (the CPU backend's and the rounding bound's): time inside them
+blas=$(grep -A40 '"name": "row_parallel_bf16"' "$json" | sed -n 's/.*"blas_cpu_s": \([0-9.e+-]*\).*/\1/p' | head -n 1)
+[ "$(awk -v b="$blas" 'BEGIN { print (b > 0) }')" = 1 ] || bad "row_parallel_bf16 blas_cpu_s '$blas', want > 0"
 [ "$(grep -c '"share_of_wall_pct"' "$json")" -eq 5 ] || bad "bench.json: want 5 workloads"
 
 # --only picks (and leaves the rest out)

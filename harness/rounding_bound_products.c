@@ -33,6 +33,7 @@
 
 #include "harness/base/bf16.h"
 #include "harness/base/parallel.h"
+#include "harness/base/phase_time.h"
 
 #define EQ_U32 0x1p-24
 #define EQ_ETA32 0x1p-149
@@ -120,8 +121,10 @@ static int scratch_alloc(block_scratch *s, int64_t K, int64_t N)
 /* p_c = a[:, cols k0 .. k0 + n) b[:, same]^T for `rows` rows, in fp32. */
 static void sgemm_part(const fp32_job *j, const float *a, const float *b, int64_t rows, int64_t k0, int64_t n, float *c)
 {
+    const int64_t blas = eq_phase_blas_enter();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)j->N, (blasint)n, 1.0f, a + k0,
                 (blasint)j->K, b + k0, (blasint)j->K, 0.0f, c, (blasint)j->N);
+    eq_phase_blas_leave(blas);
 }
 
 /* Q (T > 1) as the sum of |p_c,t| over T partials, adding the partials into y when T is T_y. */
@@ -223,8 +226,10 @@ static void sum_abs_partials(const double *a, const double *b, const double *y, 
     int64_t n = K / T;
     for (size_t i = 0; i < mn; i++) Q[i] = T <= 1 ? fabs(y[i]) : 0.0;
     for (int t = 0; t < T && T > 1; t++) {
+        const int64_t blas = eq_phase_blas_enter();
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)n, 1.0, a + t * n,
                     (blasint)K, b + t * n, (blasint)K, 0.0, partial, (blasint)N);
+        eq_phase_blas_leave(blas);
         for (size_t i = 0; i < mn; i++) Q[i] += fabs(partial[i]);
     }
 }
@@ -244,10 +249,12 @@ static eq_status products_fp64(const eq_tensor *a_t, const eq_tensor *b_t, int64
                      (long long)N, (long long)K);
         goto cleanup;
     }
+    const int64_t blas = eq_phase_blas_enter();
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0, a, (blasint)K, b,
                 (blasint)K, 0.0, y, (blasint)N);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0, abs_a, (blasint)K,
                 abs_b, (blasint)K, 0.0, S, (blasint)N);
+    eq_phase_blas_leave(blas);
     sum_abs_partials(a, b, y, partial, Q_ref, M, N, K, T_ref);
     sum_abs_partials(a, b, y, partial, Q_test, M, N, K, T_test);
     for (size_t i = 0; i < (size_t)(M * N); i++) abs_y[i] = fabs(y[i]);

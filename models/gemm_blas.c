@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/base/phase_time.h"
+
 /* Shape invariance. A layout changes the M (data parallel) or N (column parallel) of a GEMM,
  * never the K of an output element, so the harness needs each element's reduction order to
  * depend on K alone. OpenBLAS's blocked SKYLAKEX kernels give that; its small-matrix kernels,
@@ -41,12 +43,14 @@ eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void 
         a = a_pad, lda = K, c = c_pad;
     }
     const int64_t c_ld = rows > M ? N : ldc;
+    const int64_t blas = eq_phase_blas_enter();
     if (dt == EQ_FP64)
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)N, (blasint)K, 1.0, a,
                     (blasint)lda, B, (blasint)ldb, 0.0, c, (blasint)c_ld);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)N, (blasint)K, 1.0f, a,
                     (blasint)lda, B, (blasint)ldb, 0.0f, c, (blasint)c_ld);
+    eq_phase_blas_leave(blas);
     if (rows > M)
         for (int64_t r = 0; r < M; r++)
             memcpy((char *)C + (size_t)(r * ldc) * elem, c_pad + (size_t)(r * N) * elem, (size_t)N * elem);

@@ -25,6 +25,7 @@ static struct {
     int64_t count[EQ_PHASE_COUNT]; /* outermost entries per phase */
     int depth;                     /* phases open on the timing thread */
     _Atomic int64_t gemm_flops;
+    _Atomic int64_t blas_cpu_ns;   /* thread CPU time inside BLAS GEMM calls, every thread */
 } table;
 
 static _Thread_local int is_timing_thread;
@@ -65,6 +66,18 @@ void eq_phase_add_gemm_flops_slow(int64_t M, int64_t N, int64_t K)
     atomic_fetch_add_explicit(&table.gemm_flops, 2 * M * N * K, memory_order_relaxed);
 }
 
+/* The calling thread's CPU time, at least 1 (0 means "nothing to account" to the leave). */
+int64_t eq_phase_blas_enter_slow(void)
+{
+    const int64_t t = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    return t > 0 ? t : 1;
+}
+
+void eq_phase_blas_leave_slow(int64_t mark)
+{
+    atomic_fetch_add_explicit(&table.blas_cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - mark, memory_order_relaxed);
+}
+
 void eq_phase_times_start(void)
 {
     const char *path = getenv("EQUIV_PHASE_TIMES");
@@ -84,6 +97,7 @@ eq_status eq_phase_times_finish(void)
     int bad = root == NULL || phases == NULL;
     bad |= json_object_set_new(root, "wall_s", json_real((double)(now_ns() - table.start_ns) * 1e-9));
     bad |= json_object_set_new(root, "gemm_flops", json_integer(atomic_load(&table.gemm_flops)));
+    bad |= json_object_set_new(root, "blas_cpu_seconds", json_real((double)atomic_load(&table.blas_cpu_ns) * 1e-9));
     for (int p = 0; p < EQ_PHASE_COUNT; p++) {
         json_t *one = json_object();
         bad |= one == NULL;

@@ -28,7 +28,14 @@
  * Each phase also accumulates the process's CPU time (all threads, CLOCK_PROCESS_CPUTIME_ID)
  * while it is open: the GEMM share of CPU time.
  *
- * The file: {"wall_s": S, "gemm_flops": F, "phases": {"inputs": {"seconds": S, "cpu_seconds": C,
+ * BLAS time: apart from the phases, every GEMM library call (cblas_sgemm, cblas_dgemm), on any
+ * thread and in any phase (the model's GEMMs and the rounding bound's), adds the CPU time of its
+ * calling thread (CLOCK_THREAD_CPUTIME_ID) to "blas_cpu_seconds": what `perf` would attribute to
+ * the BLAS library. equiv's runs call OpenBLAS with one thread per call (their blocks are the
+ * threads), so the calling thread's CPU time is the call's. (The fp64 bound of dumps compared on
+ * their own may run OpenBLAS's threads: then only the calling thread's share is counted.)
+ *
+ * The file: {"wall_s": S, "gemm_flops": F, "blas_cpu_seconds": B, "phases": {"inputs": {"seconds": S, "cpu_seconds": C,
  * "count": N}, ...}} with every phase present, written once at exit. */
 #ifndef EQUIV_HARNESS_BASE_PHASE_TIME_H
 #define EQUIV_HARNESS_BASE_PHASE_TIME_H
@@ -60,6 +67,8 @@ typedef int64_t eq_phase_mark;
 eq_phase_mark eq_phase_enter_slow(eq_phase p);
 void eq_phase_leave_slow(eq_phase p, eq_phase_mark mark);
 void eq_phase_add_gemm_flops_slow(int64_t M, int64_t N, int64_t K);
+int64_t eq_phase_blas_enter_slow(void);
+void eq_phase_blas_leave_slow(int64_t mark);
 
 /*     eq_phase_mark mark = eq_phase_enter(EQ_PHASE_BOUND);
  *     ... the phase's work ...
@@ -72,6 +81,16 @@ static inline void eq_phase_leave(eq_phase p, eq_phase_mark mark)
 static inline void eq_phase_add_gemm_flops(int64_t M, int64_t N, int64_t K)
 {
     if (eq_phase_times_on) eq_phase_add_gemm_flops_slow(M, N, K);
+}
+
+/* Around one BLAS GEMM call, on any thread:
+ *     const int64_t blas = eq_phase_blas_enter();
+ *     cblas_sgemm(...);
+ *     eq_phase_blas_leave(blas); */
+static inline int64_t eq_phase_blas_enter(void) { return eq_phase_times_on ? eq_phase_blas_enter_slow() : 0; }
+static inline void eq_phase_blas_leave(int64_t mark)
+{
+    if (mark != 0) eq_phase_blas_leave_slow(mark);
 }
 
 /* Reads EQUIV_PHASE_TIMES; with it set (and not empty), starts the table on the calling thread.

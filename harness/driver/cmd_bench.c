@@ -55,6 +55,7 @@ typedef struct {
     double wall_s, cpu_s;         /* as the parent saw the child: fork to wait4, rusage */
     double peak_mib;              /* the child's peak resident memory */
     double gemm_flops;            /* 2 M N K summed over the child's GEMMs */
+    double blas_cpu_s;            /* CPU time inside every BLAS GEMM call, the bound's included */
     double phase_s[EQ_PHASE_COUNT], phase_cpu_s[EQ_PHASE_COUNT];
     double phase_count[EQ_PHASE_COUNT];
     double share_pct[N_SHARES];   /* of wall_s; they sum to 100 */
@@ -182,11 +183,13 @@ static eq_status read_phase_table(const char *path, const char *name, bench_resu
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
     json_t *phases = json_object_get(root, "phases");
-    if (root == NULL || !json_is_number(json_object_get(root, "gemm_flops")) || !json_is_object(phases)) {
+    if (root == NULL || !json_is_number(json_object_get(root, "gemm_flops")) ||
+        !json_is_number(json_object_get(root, "blas_cpu_seconds")) || !json_is_object(phases)) {
         st = EQ_FAIL(EQ_ERR_INTERNAL, "workload %s: no phase table from the child (%s)", name, path);
         goto cleanup;
     }
     r->gemm_flops = json_number_value(json_object_get(root, "gemm_flops"));
+    r->blas_cpu_s = json_number_value(json_object_get(root, "blas_cpu_seconds"));
     for (int p = 0; p < EQ_PHASE_COUNT; p++) {
         json_t *one = json_object_get(phases, eq_phase_name((eq_phase)p));
         if (!json_is_number(json_object_get(one, "seconds")) || !json_is_number(json_object_get(one, "cpu_seconds")) ||
@@ -264,12 +267,15 @@ static double gemm_gflops(const bench_result *r)
     return r->phase_s[EQ_PHASE_GEMM] > 0 ? r->gemm_flops / r->phase_s[EQ_PHASE_GEMM] * 1e-9 : 0.0;
 }
 
+/* The share of the child's CPU time inside BLAS GEMM calls, the rounding bound's included. */
+static double blas_share(const bench_result *r) { return r->cpu_s > 0 ? 100.0 * r->blas_cpu_s / r->cpu_s : 0.0; }
+
 static const char *share_name(int i) { return i < EQ_PHASE_COUNT ? eq_phase_name((eq_phase)i) : "other"; }
 
 static void print_table_header(void)
 {
-    printf("%-18s %8s %8s %9s %9s %6s %7s", "workload", "wall_s", "cpu_s", "peak_MiB", "gemm_GF/s", "%peak",
-           "gemmcpu%");
+    printf("%-18s %8s %8s %9s %9s %6s %8s %8s", "workload", "wall_s", "cpu_s", "peak_MiB", "gemm_GF/s", "%peak",
+           "gemmcpu%", "blascpu%");
     for (int i = 0; i < N_SHARES; i++) {
         char head[32];
         snprintf(head, sizeof head, "%s%%", share_name(i));
@@ -281,8 +287,8 @@ static void print_table_header(void)
 static void print_table_row(const char *name, const bench_result *r, const sgemm_peak *peak)
 {
     const double cpu_share = r->cpu_s > 0 ? 100.0 * r->phase_cpu_s[EQ_PHASE_GEMM] / r->cpu_s : 0.0;
-    printf("%-18s %8.2f %8.2f %9.1f %9.1f %6.1f %7.1f", name, r->wall_s, r->cpu_s, r->peak_mib, gemm_gflops(r),
-           100.0 * gemm_gflops(r) / peak->gflops, cpu_share);
+    printf("%-18s %8.2f %8.2f %9.1f %9.1f %6.1f %8.1f %8.1f", name, r->wall_s, r->cpu_s, r->peak_mib, gemm_gflops(r),
+           100.0 * gemm_gflops(r) / peak->gflops, cpu_share, blas_share(r));
     for (int i = 0; i < N_SHARES; i++) printf(" %*.1f", i == EQ_PHASE_COLLECTIVES ? 12 : 8, r->share_pct[i]);
     printf("%s\n", r->exit_code ? "  (a comparison not as expected: exit 1)" : "");
     fflush(stdout);
@@ -305,6 +311,8 @@ static json_t *result_json(const workload *w, int quick, const bench_result *r, 
     json_object_set_new(o, "gemm_pct_of_sgemm_peak", json_real(100.0 * gemm_gflops(r) / peak->gflops));
     json_object_set_new(o, "gemm_pct_of_cpu",
                         json_real(r->cpu_s > 0 ? 100.0 * r->phase_cpu_s[EQ_PHASE_GEMM] / r->cpu_s : 0.0));
+    json_object_set_new(o, "blas_cpu_s", json_real(r->blas_cpu_s));
+    json_object_set_new(o, "blas_pct_of_cpu", json_real(blas_share(r)));
     for (int i = 0; i < N_SHARES; i++) json_object_set_new(shares, share_name(i), json_real(r->share_pct[i]));
     for (int p = 0; p < EQ_PHASE_COUNT; p++) {
         json_t *one = json_object();
@@ -350,7 +358,8 @@ eq_status eq_cmd_bench(const eq_cli *cli)
     printf("equiv bench%s: SGEMM peak %.1f GFLOP/s (OpenBLAS sgemm %d x %d x %d, %d threads, best of 3)\n",
            cli->quick ? " --quick" : "", peak.gflops, peak.n, peak.n, peak.n, peak.threads);
     printf("shares (%%) are of each run's wall time; gemm_GF/s = GEMM FLOPs / time in GEMM; %%peak of the SGEMM "
-           "peak; gemmcpu%% = GEMM's share of CPU time\n");
+           "peak; gemmcpu%% = the GEMM phase's share of CPU time; blascpu%% = the share inside BLAS GEMM calls, "
+           "the rounding bound's included\n");
     print_table_header();
     fflush(stdout); /* before the children's progress lines (-v) on standard error */
     for (int i = 0; i < N_WORKLOADS; i++) {
