@@ -391,11 +391,13 @@ static eq_status identical_metrics(const eq_tensor *ref, const value_totals *rt,
 
 /* ---- pass 2: the pairs, per block ---- */
 
-/* One bin of the median's histogram: how many |d| fell in it and the least and largest of them
- * (set by the first; a bin whose least is its largest holds one value, found with no gathering). */
+/* One bin of the median's histogram: how many |d| fell in it, the least and largest of them (set
+ * by the first) and how many equal each. A rank among the least or the largest needs no gathering:
+ * bf16 differences are few multiples of a power of two, so most of a bin is often one value. */
 typedef struct {
     int64_t count;
     double least, largest;
+    int64_t n_least, n_largest;
 } median_bin;
 
 typedef struct {
@@ -448,8 +450,10 @@ static inline void add_to_bin(median_bin *histogram, double d)
 {
     median_bin *bin = &histogram[double_bits(d) >> BIN_SHIFT];
     if (bin->count++ == 0) bin->least = bin->largest = d;
-    bin->least = d < bin->least ? d : bin->least;
-    bin->largest = d > bin->largest ? d : bin->largest;
+    if (d < bin->least) bin->least = d, bin->n_least = 0;
+    if (d > bin->largest) bin->largest = d, bin->n_largest = 0;
+    bin->n_least += d == bin->least;
+    bin->n_largest += d == bin->largest;
 }
 
 /* The per-element maxima, thresholds and histogram of one |d| > 0 at flat index `index`. */
@@ -628,7 +632,8 @@ static void combine_pairs(const pair_block *blocks, int64_t nb, pair_block *t)
     }
 }
 
-/* The workers' histograms into the first: counts summed, least and largest over all (the same in any order). */
+/* The workers' histograms into the first: counts summed, least and largest over all with the
+ * counts of the workers that saw them (the same in any order). */
 static void combine_histograms(median_bin *histograms, int workers)
 {
     for (int w = 1; w < workers; w++)
@@ -636,9 +641,11 @@ static void combine_histograms(median_bin *histograms, int workers)
             const median_bin *from = &histograms[(size_t)w * N_BINS + b];
             median_bin *into = &histograms[b];
             if (from->count == 0) continue;
-            if (into->count == 0) into->least = from->least, into->largest = from->largest;
-            into->least = from->least < into->least ? from->least : into->least;
-            into->largest = from->largest > into->largest ? from->largest : into->largest;
+            if (into->count == 0) *into = (median_bin){0, from->least, from->largest, 0, 0};
+            if (from->least < into->least) into->least = from->least, into->n_least = 0;
+            if (from->largest > into->largest) into->largest = from->largest, into->n_largest = 0;
+            into->n_least += from->least == into->least ? from->n_least : 0;
+            into->n_largest += from->largest == into->largest ? from->n_largest : 0;
             into->count += from->count;
         }
 }
@@ -738,7 +745,7 @@ static eq_status gather_bin(const pairs_job *j, int64_t bin, int64_t count, gath
 }
 
 /* The rank-th smallest |d| (0-based) of the finite pairs: 0 among the n_zero zeros, else the bin's
- * least or largest where the rank is its first or last or the bin holds one value, else selected
+ * least or largest where the rank falls among the values equal to them, else selected
  * among the bin's values (bins: the workers' histograms combined; NULL: select over every |d|,
  * n_finite of them). */
 static eq_status value_at_rank(const pairs_job *j, const median_bin *bins, int64_t n_finite, int64_t n_zero,
@@ -757,11 +764,11 @@ static eq_status value_at_rank(const pairs_job *j, const median_bin *bins, int64
     int64_t below = n_zero, bin = 0;
     while (bin < N_BINS - 1 && below + bins[bin].count <= rank) below += bins[bin++].count;
     const median_bin *at = &bins[bin];
-    if (rank == below || at->least == at->largest) {
+    if (rank - below < at->n_least) {
         *value = at->least;
         return EQ_OK;
     }
-    if (rank == below + at->count - 1) {
+    if (rank - below >= at->count - at->n_largest) {
         *value = at->largest;
         return EQ_OK;
     }

@@ -702,6 +702,40 @@ static void test_median_histogram(void)
         for (int64_t i = 0; i < n; i++) ((double *)test.data)[i] = i % 3 ? 0.375 : -0.375;
         m = compare(&ref, &test, &tol_zero);
         EQ_EXPECT(m.median_abs == 0.375, "one value: median %g", m.median_abs);
+        /* one bin ([1, 1.0625)) of two values, half and half, so that the middle two are the last
+         * of one and the first of the other: a in the first half but its first element, b in the
+         * second but its first (each value met after the other in each half, and each half a
+         * different worker's where there are 2: the counts of the least and largest restart) */
+        const double two[2][2] = {{1.0, 1.03125}, {1.03125, 1.0}};
+        for (int c = 0; c < 2; c++) {
+            for (int64_t i = 0; i < n; i++) {
+                const int first_half = i < n / 2, swapped = i == 0 || i == n / 2;
+                ((double *)test.data)[i] = sorted[i] = two[c][first_half != swapped];
+            }
+            qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+            want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+            m = compare(&ref, &test, &tol_zero);
+            EQ_EXPECT(m.median_abs == want, "two values: median %.17g, want %.17g", m.median_abs, want);
+        }
+        /* the same two values, the smaller alone in the first worker's blocks where 2 share them
+         * (blocks [0, blocks / 2) of 4096), the larger in the second's after n / 2 - split zeros,
+         * so that the middle two are again the last of one and the first of the other: the
+         * combined count of the least is the first worker's alone */
+        const int64_t split = (n + 4095) / 4096 / 2 * 4096;
+        for (int64_t i = 0; i < n; i++)
+            ((double *)test.data)[i] = sorted[i] = i < split ? 1.0 : i < n / 2 ? 0.0 : 1.03125;
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+        want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        m = compare(&ref, &test, &tol_zero);
+        EQ_EXPECT(m.median_abs == want, "two values apart: median %.17g, want %.17g", m.median_abs, want);
+        /* three values, the middle two ranks the last of the middle value (selected among the
+         * bin's values): the largest met after the middle one restarts its count */
+        for (int64_t i = 0; i < n; i++)
+            ((double *)test.data)[i] = sorted[i] = i == 0 ? 1.0 : i <= 100000 ? 1.015625 : 1.03125;
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+        want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        m = compare(&ref, &test, &tol_zero);
+        EQ_EXPECT(m.median_abs == want, "three values: median %.17g, want %.17g", m.median_abs, want);
         free(sorted);
         eq_tensor_free(&ref), eq_tensor_free(&test);
     }
