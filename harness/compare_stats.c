@@ -4,8 +4,10 @@
  * of squares, squared deviations about the block's mean, max |ref|) and whether the test's block
  * has the same bits. Same bits everywhere (the shortcut): one more pass counts the mean_ratio
  * population on the stored bits. Otherwise pass 2 takes the pairs per block, and the median comes
- * from a histogram of |d| (per worker, integer counts) and a selection within the one bin that
- * holds it. Every block's partials depend only on the block; blocks combine in block order. */
+ * from a histogram of |d| (per worker, integer counts): one more pass finds the least and largest
+ * |d| of the bin that holds it and how many equal each, which names the median unless it lies
+ * strictly between them; then that bin's |d| are gathered and selected. Every block's partials
+ * depend only on the block; blocks combine in block order. */
 #include "harness/compare_stats.h"
 
 #include <float.h>
@@ -29,10 +31,14 @@
 
 #define BLOCK EQ_STATS_BLOCK
 #define LANES 4
-/* The median's histogram: each |d| > 0 by its top 16 bits (sign 0, 11 exponent, 4 significand
- * bits), so the bins are in |d| order, 16 to an octave; |d| = 0 is counted apart. */
+/* The median's histogram: each |d| by its top 16 bits (sign 0, 11 exponent, 4 significand bits),
+ * so the bins are in |d| order, 16 to an octave; |d| = 0 falls in bin 0 with no branch and is
+ * taken out after (counted apart). Each worker keeps HISTOGRAM_COPIES copies, element i counted
+ * in copy i % 4, so that neighbours falling in one bin do not wait on each other's increment. */
 #define BIN_SHIFT 48
 #define N_BINS ((int64_t)1 << 15)
+#define HISTOGRAM_COPIES 4
+#define HISTOGRAM_SIZE (HISTOGRAM_COPIES * N_BINS)
 /* Up to this many elements the median selects over every |d| at once, with no histogram. */
 #define MEDIAN_DIRECT ((int64_t)1 << 16)
 #define FP64_INF_BITS 0x7ff0000000000000u
@@ -391,15 +397,6 @@ static eq_status identical_metrics(const eq_tensor *ref, const value_totals *rt,
 
 /* ---- pass 2: the pairs, per block ---- */
 
-/* One bin of the median's histogram: how many |d| fell in it, the least and largest of them (set
- * by the first) and how many equal each. A rank among the least or the largest needs no gathering:
- * bf16 differences are few multiples of a power of two, so most of a bin is often one value. */
-typedef struct {
-    int64_t count;
-    double least, largest;
-    int64_t n_least, n_largest;
-} median_bin;
-
 typedef struct {
     int64_t n_differ, nan_test, inf_test, nonfinite_mismatch;
     int64_t n_finite, n_zero, n_ratio, n_outside, above[EQ_N_THRESHOLDS];
@@ -413,7 +410,7 @@ typedef struct {
     double ref_rms, floor_scale, atol, rtol;
     int significand_bits, min_exponent; /* of the dtype ULPs are counted in */
     pair_block *blocks;                 /* [block_count(numel)] */
-    median_bin *histograms;             /* [workers][N_BINS] of |d| > 0, or NULL */
+    int64_t *histograms;                /* [workers][HISTOGRAM_SIZE] counts, or NULL */
 } pairs_job;
 
 /* Spacing of the dtype's numbers at scale s >= 0: 2^(floor(log2 s) - p + 1), or the subnormal
@@ -446,18 +443,8 @@ static inline double tolerance_ratio(const pairs_job *j, double r, double d)
     return bound > 0.0 ? d / bound : INFINITY;
 }
 
-static inline void add_to_bin(median_bin *histogram, double d)
-{
-    median_bin *bin = &histogram[double_bits(d) >> BIN_SHIFT];
-    if (bin->count++ == 0) bin->least = bin->largest = d;
-    if (d < bin->least) bin->least = d, bin->n_least = 0;
-    if (d > bin->largest) bin->largest = d, bin->n_largest = 0;
-    bin->n_least += d == bin->least;
-    bin->n_largest += d == bin->largest;
-}
-
-/* The per-element maxima, thresholds and histogram of one |d| > 0 at flat index `index`. */
-static inline void tally_difference(const pairs_job *j, pair_block *out, median_bin *histogram, double r, double d,
+/* The per-element maxima and thresholds of one |d| > 0 at flat index `index`. */
+static inline void tally_difference(const pairs_job *j, pair_block *out, double r, double d,
                                     int64_t index)
 {
     const double ulps = ulps_of(j, r, d);
@@ -471,7 +458,6 @@ static inline void tally_difference(const pairs_job *j, pair_block *out, median_
     const double ratio = tolerance_ratio(j, r, d);
     if (d > j->atol + j->rtol * fabs(r)) out->n_outside++;
     if (ratio > out->max_tol_ratio) out->max_tol_ratio = ratio;
-    if (histogram != NULL) add_to_bin(histogram, d);
 }
 
 /* spacing_at, lane by lane (the same integer and fp64 operations). */
@@ -489,7 +475,7 @@ static inline lanes_d lanes_spacing(lanes_d s, int p, int emin)
 
 /* A block where every value of both sides is finite: sums, counts and maxima in lanes (the counts
  * and maxima are exact in any order; the first index of the max is found after). */
-STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, median_bin *histogram, const double *r,
+STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, int64_t *histogram, const double *r,
                                          const double *t, double *d, int64_t begin, int64_t len)
 {
     for (int64_t i = 0; i < len; i++) d[i] = fabs(t[i] - r[i]);
@@ -550,12 +536,11 @@ STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, me
                 break;
             }
     if (histogram != NULL)
-        for (i = 0; i < len; i++)
-            if (d[i] != 0.0) add_to_bin(histogram, d[i]);
+        for (i = 0; i < len; i++) histogram[(i % HISTOGRAM_COPIES) * N_BINS + (int64_t)(double_bits(d[i]) >> BIN_SHIFT)]++;
 }
 
 /* A block with NaN or Inf on either side: element by element, the sums in index order. */
-static inline void nonfinite_pair_block(const pairs_job *j, pair_block *out, median_bin *histogram, const double *r,
+static inline void nonfinite_pair_block(const pairs_job *j, pair_block *out, int64_t *histogram, const double *r,
                                         const double *t, int64_t begin, int64_t len)
 {
     for (int64_t i = 0; i < len; i++) {
@@ -574,8 +559,9 @@ static inline void nonfinite_pair_block(const pairs_job *j, pair_block *out, med
         out->sum_r2 += r[i] * r[i];
         out->sum_t2 += t[i] * t[i];
         out->sum_tr += t[i] * r[i];
+        if (histogram != NULL) histogram[double_bits(d) >> BIN_SHIFT]++; /* |d| = 0 too, as above */
         if (d == 0.0) out->n_zero++;
-        else tally_difference(j, out, histogram, r[i], d, begin + i);
+        else tally_difference(j, out, r[i], d, begin + i);
     }
 }
 
@@ -583,7 +569,7 @@ STATS_WIDE static void pairs_range(void *ctx, int slot, int64_t begin, int64_t e
 {
     const pairs_job *j = ctx;
     const int64_t n = eq_tensor_numel(j->ref);
-    median_bin *histogram = j->histograms != NULL ? j->histograms + (size_t)slot * N_BINS : NULL;
+    int64_t *histogram = j->histograms != NULL ? j->histograms + (size_t)slot * HISTOGRAM_SIZE : NULL;
     double r[BLOCK], t[BLOCK], d[BLOCK];
     for (int64_t b = begin; b < end; b++) {
         const int64_t len = block_len(n, b), at = b * BLOCK;
@@ -632,22 +618,13 @@ static void combine_pairs(const pair_block *blocks, int64_t nb, pair_block *t)
     }
 }
 
-/* The workers' histograms into the first: counts summed, least and largest over all with the
- * counts of the workers that saw them (the same in any order). */
-static void combine_histograms(median_bin *histograms, int workers)
+/* The workers' histograms and their copies summed into the first copy (counts: any order), the
+ * n_zero zeros taken out of bin 0. */
+static void combine_histograms(int64_t *histograms, int workers, int64_t n_zero)
 {
-    for (int w = 1; w < workers; w++)
-        for (int64_t b = 0; b < N_BINS; b++) {
-            const median_bin *from = &histograms[(size_t)w * N_BINS + b];
-            median_bin *into = &histograms[b];
-            if (from->count == 0) continue;
-            if (into->count == 0) *into = (median_bin){0, from->least, from->largest, 0, 0};
-            if (from->least < into->least) into->least = from->least, into->n_least = 0;
-            if (from->largest > into->largest) into->largest = from->largest, into->n_largest = 0;
-            into->n_least += from->least == into->least ? from->n_least : 0;
-            into->n_largest += from->largest == into->largest ? from->n_largest : 0;
-            into->count += from->count;
-        }
+    for (int64_t c = 1; c < (int64_t)workers * HISTOGRAM_COPIES; c++)
+        for (int64_t b = 0; b < N_BINS; b++) histograms[b] += histograms[c * N_BINS + b];
+    histograms[0] -= n_zero;
 }
 
 /* ---- the median of |d| ---- */
@@ -720,6 +697,13 @@ static int64_t gather_differences(const eq_tensor *ref, const eq_tensor *test, u
     return atomic_load(&job.count);
 }
 
+/* The fp64 bits of the |d| in a histogram bin: [lo, hi) (bin -1: every finite |d|). */
+static void bin_bits(int64_t bin, uint64_t *lo, uint64_t *hi)
+{
+    *lo = bin < 0 ? 0 : bin == 0 ? 1 : (uint64_t)bin << BIN_SHIFT; /* bin 0 without |d| = 0 */
+    *hi = bin < 0 ? FP64_INF_BITS : (uint64_t)(bin + 1) << BIN_SHIFT;
+}
+
 /* The |d| gathered from one histogram bin (bin -1: every |d|). */
 typedef struct {
     int64_t bin;
@@ -735,8 +719,8 @@ static eq_status gather_bin(const pairs_job *j, int64_t bin, int64_t count, gath
     g->bin = bin;
     g->count = count;
     if (g->values == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " doubles for the median", count);
-    const uint64_t lo = bin < 0 ? 0 : bin == 0 ? 1 : (uint64_t)bin << BIN_SHIFT; /* bin 0 without |d| = 0 */
-    const uint64_t hi = bin < 0 ? FP64_INF_BITS : (uint64_t)(bin + 1) << BIN_SHIFT;
+    uint64_t lo, hi;
+    bin_bits(bin, &lo, &hi);
     const int64_t found = gather_differences(j->ref, j->test, lo, hi, g->values, count);
     if (found != count)
         return EQ_FAIL(EQ_ERR_INTERNAL, "the median's bin %" PRId64 " holds %" PRId64 " values, counted %" PRId64, bin,
@@ -744,16 +728,99 @@ static eq_status gather_bin(const pairs_job *j, int64_t bin, int64_t count, gath
     return EQ_OK;
 }
 
-/* The rank-th smallest |d| (0-based) of the finite pairs: 0 among the n_zero zeros, else the bin's
- * least or largest where the rank falls among the values equal to them, else selected
- * among the bin's values (bins: the workers' histograms combined; NULL: select over every |d|,
- * n_finite of them). */
-static eq_status value_at_rank(const pairs_job *j, const median_bin *bins, int64_t n_finite, int64_t n_zero,
-                               int64_t rank, gathered_bin *g, double *value)
+/* The least and largest |d| of one bin and how many equal each. A rank among them needs no
+ * gathering: bf16 differences are few multiples of a power of two, so most of the bin that holds
+ * the median is often one value. */
+typedef struct {
+    int64_t bin;
+    double least, largest;
+    int64_t n_least, n_largest;
+} bin_extremes;
+
+typedef struct {
+    const eq_tensor *ref, *test;
+    uint64_t lo, hi;
+    bin_extremes *per_slot; /* [workers] */
+} extremes_job;
+
+STATS_WIDE static void extremes_range(void *ctx, int slot, int64_t begin, int64_t end)
 {
+    const extremes_job *j = ctx;
+    const int64_t n = eq_tensor_numel(j->ref);
+    const lanes_i lo = (lanes_i){0} + (int64_t)j->lo, hi = (lanes_i){0} + (int64_t)j->hi; /* bits < 2^63 */
+    lanes_d least = (lanes_d){0} + INFINITY, largest = (lanes_d){0} - 1.0;
+    lanes_i n_least = {0}, n_largest = {0}; /* counted down: each true comparison is -1 */
+    double r[BLOCK], t[BLOCK];
+    for (int64_t b = begin; b < end; b++) {
+        const int64_t len = block_len(n, b);
+        widen_block(j->ref, b * BLOCK, len, r);
+        widen_block(j->test, b * BLOCK, len, t);
+        int64_t i = 0;
+        for (; i + LANES <= len; i += LANES) {
+            const lanes_d x = load_lanes(r + i), y = load_lanes(t + i), d = lanes_abs(y - x);
+            const lanes_i bits = (lanes_i)d;
+            const lanes_i in = (lanes_abs(x) <= DBL_MAX) & (lanes_abs(y) <= DBL_MAX) & (bits >= lo) & (bits < hi);
+            const lanes_i below = in & (d < least), above = in & (d > largest);
+            least = lanes_select(below, d, least);
+            largest = lanes_select(above, d, largest);
+            n_least = (n_least & ~below) + (in & (d == least));
+            n_largest = (n_largest & ~above) + (in & (d == largest));
+        }
+        for (int k = 0; i < len; i++, k++) { /* the tail, lane by lane */
+            const double d = fabs(t[i] - r[i]);
+            const uint64_t bits = double_bits(d);
+            if (!isfinite(r[i]) || !isfinite(t[i]) || bits < j->lo || bits >= j->hi) continue;
+            if (d < least[k]) least[k] = d, n_least[k] = 0;
+            if (d > largest[k]) largest[k] = d, n_largest[k] = 0;
+            n_least[k] -= d == least[k];
+            n_largest[k] -= d == largest[k];
+        }
+    }
+    bin_extremes *out = &j->per_slot[slot];
+    *out = (bin_extremes){0, INFINITY, -1.0, 0, 0};
+    for (int k = 0; k < LANES; k++) {
+        out->least = least[k] < out->least ? least[k] : out->least;
+        out->largest = largest[k] > out->largest ? largest[k] : out->largest;
+    }
+    for (int k = 0; k < LANES; k++) {
+        out->n_least -= least[k] == out->least ? n_least[k] : 0;
+        out->n_largest -= largest[k] == out->largest ? n_largest[k] : 0;
+    }
+}
+
+/* The extremes of one bin over every worker's (the same in any order). */
+static eq_status find_extremes(const pairs_job *j, int64_t bin, bin_extremes *e)
+{
+    if (e->bin == bin) return EQ_OK;
+    const int workers = eq_parallel_workers();
+    extremes_job job = {j->ref, j->test, 0, 0, calloc((size_t)workers, sizeof(bin_extremes))};
+    if (job.per_slot == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %d bin extremes", workers);
+    for (int w = 0; w < workers; w++) job.per_slot[w] = (bin_extremes){0, INFINITY, -1.0, 0, 0};
+    bin_bits(bin, &job.lo, &job.hi);
+    eq_parallel_for_slots(block_count(eq_tensor_numel(j->ref)), EQ_STATS_BLOCKS_PER_RANGE, extremes_range, &job);
+    *e = (bin_extremes){bin, INFINITY, -1.0, 0, 0};
+    for (int w = 0; w < workers; w++) {
+        e->least = job.per_slot[w].least < e->least ? job.per_slot[w].least : e->least;
+        e->largest = job.per_slot[w].largest > e->largest ? job.per_slot[w].largest : e->largest;
+    }
+    for (int w = 0; w < workers; w++) {
+        e->n_least += job.per_slot[w].least == e->least ? job.per_slot[w].n_least : 0;
+        e->n_largest += job.per_slot[w].largest == e->largest ? job.per_slot[w].n_largest : 0;
+    }
+    free(job.per_slot);
+    return EQ_OK;
+}
+
+/* The rank-th smallest |d| (0-based) of the finite pairs: 0 among the n_zero zeros, else the bin's
+ * least or largest where the rank falls among the values equal to them, else selected among the
+ * bin's values (bins: the workers' histograms combined; NULL: select over every |d|, n_finite of
+ * them). */
+static eq_status value_at_rank(const pairs_job *j, const int64_t *bins, int64_t n_finite, int64_t n_zero,
+                               int64_t rank, bin_extremes *e, gathered_bin *g, double *value)
+{
+    eq_status st = EQ_OK;
     if (bins == NULL) {
-        eq_status st = gather_bin(j, -1, n_finite, g);
-        if (st != EQ_OK) return st;
+        EQ_TRY(gather_bin(j, -1, n_finite, g));
         *value = select_kth(g->values, g->count, rank);
         return EQ_OK;
     }
@@ -762,36 +829,37 @@ static eq_status value_at_rank(const pairs_job *j, const median_bin *bins, int64
         return EQ_OK;
     }
     int64_t below = n_zero, bin = 0;
-    while (bin < N_BINS - 1 && below + bins[bin].count <= rank) below += bins[bin++].count;
-    const median_bin *at = &bins[bin];
-    if (rank - below < at->n_least) {
-        *value = at->least;
+    while (bin < N_BINS - 1 && below + bins[bin] <= rank) below += bins[bin++];
+    EQ_TRY(find_extremes(j, bin, e));
+    if (rank - below < e->n_least) {
+        *value = e->least;
         return EQ_OK;
     }
-    if (rank - below >= at->count - at->n_largest) {
-        *value = at->largest;
+    if (rank - below >= bins[bin] - e->n_largest) {
+        *value = e->largest;
         return EQ_OK;
     }
-    eq_status st = gather_bin(j, bin, at->count, g);
-    if (st != EQ_OK) return st;
+    EQ_TRY(gather_bin(j, bin, bins[bin], g));
     *value = select_kth(g->values, g->count, rank - below);
-    return EQ_OK;
+cleanup:
+    return st;
 }
 
 /* Median of the finite pairs' |d|: the mean of the two middle values when n_finite is even
  * (torch.median would return the lower one). */
-static eq_status median_of_pairs(const pairs_job *j, const median_bin *bins, int64_t n_finite, int64_t n_zero,
+static eq_status median_of_pairs(const pairs_job *j, const int64_t *bins, int64_t n_finite, int64_t n_zero,
                                  double *median)
 {
     eq_status st = EQ_OK;
     gathered_bin g = {-2, NULL, 0};
+    bin_extremes e = {-2, 0.0, 0.0, 0, 0};
     double lower = 0.0, upper = 0.0;
     *median = 0.0;
     if (n_finite == 0) return EQ_OK;
     const int64_t k = (n_finite - 1) / 2;
-    EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k, &g, &lower));
+    EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k, &e, &g, &lower));
     upper = lower;
-    if (n_finite % 2 == 0) EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k + 1, &g, &upper));
+    if (n_finite % 2 == 0) EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k + 1, &e, &g, &upper));
     *median = n_finite % 2 == 1 ? lower : 0.5 * (lower + upper);
 cleanup:
     free(g.values);
@@ -809,7 +877,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
     const int64_t n = eq_tensor_numel(ref), nb = block_count(n);
     value_block *values = calloc((size_t)(nb > 0 ? nb : 1), sizeof *values);
     pair_block *pairs = NULL;
-    median_bin *histograms = NULL;
+    int64_t *histograms = NULL;
     if (values == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " block statistics", nb);
         goto cleanup;
@@ -840,7 +908,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
         goto cleanup;
     }
     if (n > MEDIAN_DIRECT) {
-        histograms = calloc((size_t)eq_parallel_workers() * N_BINS, sizeof *histograms);
+        histograms = calloc((size_t)eq_parallel_workers() * HISTOGRAM_SIZE, sizeof *histograms);
         if (histograms == NULL) {
             st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate the median's histograms");
             goto cleanup;
@@ -852,7 +920,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
     eq_parallel_for_slots(nb, EQ_STATS_BLOCKS_PER_RANGE, pairs_range, &job);
     pair_block p;
     combine_pairs(pairs, nb, &p);
-    if (histograms != NULL) combine_histograms(histograms, eq_parallel_workers());
+    if (histograms != NULL) combine_histograms(histograms, eq_parallel_workers(), p.n_zero);
 
     out->n_differ = p.n_differ;
     out->nan_test = p.nan_test;
