@@ -96,7 +96,7 @@ static inline int64_t count_bits_differ(const eq_tensor *a, const eq_tensor *b, 
 /* LANES doubles (GCC and clang vector extension): each operation acts lane by lane, one IEEE fp64
  * operation per lane, whatever vector width the compiler picks (memcpy: unaligned loads). Element
  * i of a block goes to lane i % LANES, the last block's tail included (lane by lane in scalar code). */
-#if defined(__GNUC__) && !defined(__clang__)
+#ifdef __GNUC__ /* GCC and clang */
 /* The lanes pass between static functions of this file only: no ABI to keep (baseline x86-64
  * has no 32-byte registers; the AVX2 copy does). */
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -140,26 +140,6 @@ static inline int64_t lanes_count(lanes_i lane)
     return c;
 }
 
-/* Sums over a block of finite values: the same shape for every sum, so for t = r the sums t r,
- * t^2 and r^2 have the same bits. */
-static inline double lane_sum(const double *a, int64_t len)
-{
-    lanes_d lane = {0};
-    int64_t i = 0;
-    for (; i + LANES <= len; i += LANES) lane += load_lanes(a + i);
-    for (int j = 0; i < len; i++, j++) lane[j] += a[i];
-    return lanes_total(lane);
-}
-
-static inline double lane_dot(const double *a, const double *b, int64_t len)
-{
-    lanes_d lane = {0};
-    int64_t i = 0;
-    for (; i + LANES <= len; i += LANES) lane += load_lanes(a + i) * load_lanes(b + i);
-    for (int j = 0; i < len; i++, j++) lane[j] += a[i] * b[i];
-    return lanes_total(lane);
-}
-
 /* sum (a_i - mean)^2 */
 static inline double lane_squared_deviations(const double *a, double mean, int64_t len)
 {
@@ -171,30 +151,6 @@ static inline double lane_squared_deviations(const double *a, double mean, int64
     }
     for (int j = 0; i < len; i++, j++) lane[j] += (a[i] - mean) * (a[i] - mean);
     return lanes_total(lane);
-}
-
-/* max |a_i| */
-static inline double lane_max_magnitude(const double *a, int64_t len)
-{
-    lanes_d lane = {0};
-    int64_t i = 0;
-    for (; i + LANES <= len; i += LANES) {
-        const lanes_d x = lanes_abs(load_lanes(a + i));
-        lane = lanes_select(x > lane, x, lane);
-    }
-    for (int j = 0; i < len; i++, j++) lane[j] = fabs(a[i]) > lane[j] ? fabs(a[i]) : lane[j];
-    return lanes_max(lane);
-}
-
-/* Elements that are NaN or +-Inf. */
-static inline int64_t lane_count_nonfinite(const double *a, int64_t len)
-{
-    lanes_i lane = {0};
-    int64_t i = 0;
-    for (; i + LANES <= len; i += LANES) lane += ~(lanes_abs(load_lanes(a + i)) <= DBL_MAX); /* -1 per such lane */
-    int64_t tail = 0;
-    for (; i < len; i++) tail += !(fabs(a[i]) <= DBL_MAX);
-    return tail - lanes_count(lane);
 }
 
 /* ---- pass 1: one tensor's own statistics, per block ---- */
@@ -213,15 +169,32 @@ typedef struct {
 
 STATS_WIDE static void value_block_stats(const double *v, int64_t len, value_block *out)
 {
-    if (lane_count_nonfinite(v, len) == 0) {
+    /* one loop for the sums, the max and the NaN/Inf check; sum_sq in the lanes of pass 2's sums,
+     * so that for t = r the sums t r, t^2 and r^2 there have its bits */
+    lanes_d sum = {0}, sum_sq = {0}, absmax = {0};
+    lanes_i nonfinite = {0}; /* -1 per NaN or Inf */
+    int64_t i = 0;
+    for (; i + LANES <= len; i += LANES) {
+        const lanes_d x = load_lanes(v + i), a = lanes_abs(x);
+        sum += x;
+        sum_sq += x * x;
+        absmax = lanes_select(a > absmax, a, absmax);
+        nonfinite += ~(a <= DBL_MAX);
+    }
+    for (int k = 0; i < len; i++, k++) {
+        sum[k] += v[i];
+        sum_sq[k] += v[i] * v[i];
+        absmax[k] = fabs(v[i]) > absmax[k] ? fabs(v[i]) : absmax[k];
+        nonfinite[k] -= !(fabs(v[i]) <= DBL_MAX);
+    }
+    if (lanes_count(nonfinite) == 0) {
         out->n_finite = len;
-        out->sum = lane_sum(v, len);
-        out->sum_sq = lane_dot(v, v, len);
-        out->absmax = lane_max_magnitude(v, len);
+        out->sum = lanes_total(sum);
+        out->sum_sq = lanes_total(sum_sq);
+        out->absmax = lanes_max(absmax);
         out->m2 = len > 0 ? lane_squared_deviations(v, out->sum / (double)len, len) : 0.0;
         return;
     }
-    int64_t i;
     for (i = 0; i < len; i++) { /* in index order over the finite values, as pass 2 does */
         out->nan += isnan(v[i]) != 0;
         out->inf += isinf(v[i]) != 0;
@@ -478,13 +451,32 @@ static inline lanes_d lanes_spacing(lanes_d s, int p, int emin)
 STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, int64_t *histogram, const double *r,
                                          const double *t, double *d, int64_t begin, int64_t len)
 {
-    for (int64_t i = 0; i < len; i++) d[i] = fabs(t[i] - r[i]);
+    /* |d| and the five sums in one loop (lanes as pass 1's: sum t r = sum t^2 = sum r^2 for t = r) */
+    lanes_d sum_abs = {0}, sum_d2 = {0}, sum_r2 = {0}, sum_t2 = {0}, sum_tr = {0};
+    int64_t g = 0;
+    for (; g + LANES <= len; g += LANES) {
+        const lanes_d x = load_lanes(r + g), y = load_lanes(t + g), dd = lanes_abs(y - x);
+        memcpy(d + g, &dd, sizeof dd);
+        sum_abs += dd;
+        sum_d2 += dd * dd;
+        sum_r2 += x * x;
+        sum_t2 += y * y;
+        sum_tr += y * x;
+    }
+    for (int k = 0; g < len; g++, k++) {
+        d[g] = fabs(t[g] - r[g]);
+        sum_abs[k] += d[g];
+        sum_d2[k] += d[g] * d[g];
+        sum_r2[k] += r[g] * r[g];
+        sum_t2[k] += t[g] * t[g];
+        sum_tr[k] += t[g] * r[g];
+    }
     out->n_finite = len;
-    out->sum_abs = lane_sum(d, len);
-    out->sum_d2 = lane_dot(d, d, len);
-    out->sum_r2 = lane_dot(r, r, len);
-    out->sum_t2 = lane_dot(t, t, len);
-    out->sum_tr = lane_dot(t, r, len);
+    out->sum_abs = lanes_total(sum_abs);
+    out->sum_d2 = lanes_total(sum_d2);
+    out->sum_r2 = lanes_total(sum_r2);
+    out->sum_t2 = lanes_total(sum_t2);
+    out->sum_tr = lanes_total(sum_tr);
     const lanes_d zero = {0}, rms = zero + j->ref_rms, floor_scale = zero + j->floor_scale, atol = zero + j->atol,
                   rtol = zero + j->rtol, inf = zero + INFINITY;
     lanes_d ratio_sum = zero, max_abs = zero, max_ulp = zero, max_tol = zero;
