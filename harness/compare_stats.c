@@ -13,61 +13,12 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/base/bf16.h"
 #include "harness/base/parallel.h"
-
-/* An AVX2 copy of the block loops beside the baseline x86-64 one, picked when the process starts
- * (as models/spd_rows.c): the lanes below are independent IEEE operations, so both give the same
- * bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define STATS_WIDE __attribute__((target_clones("avx2", "default")))
-#else
-#define STATS_WIDE
-#endif
-
-#define BLOCK EQ_STATS_BLOCK
-#define LANES 4
-/* The median's histogram: each |d| by its top 16 bits (sign 0, 11 exponent, 4 significand bits),
- * so the bins are in |d| order, 16 to an octave; |d| = 0 falls in bin 0 with no branch and is
- * taken out after (counted apart). Each worker keeps HISTOGRAM_COPIES copies, element i counted
- * in copy i % 4, so that neighbours falling in one bin do not wait on each other's increment. */
-#define BIN_SHIFT 48
-#define N_BINS ((int64_t)1 << 15)
-#define HISTOGRAM_COPIES 4
-#define HISTOGRAM_SIZE (HISTOGRAM_COPIES * N_BINS)
-/* Up to this many elements the median selects over every |d| at once, with no histogram. */
-#define MEDIAN_DIRECT ((int64_t)1 << 16)
-#define FP64_INF_BITS 0x7ff0000000000000u
-
-static int64_t block_count(int64_t n) { return (n + BLOCK - 1) / BLOCK; }
-static int64_t block_len(int64_t n, int64_t b) { return n - b * BLOCK < BLOCK ? n - b * BLOCK : BLOCK; }
-
-static inline uint64_t double_bits(double x)
-{
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-/* Elements [begin, begin + n) of t widened to fp64 (one switch per block, not per element). */
-static inline void widen_block(const eq_tensor *t, int64_t begin, int64_t n, double *out)
-{
-    switch (t->dtype) {
-    case EQ_BF16:
-        for (int64_t i = 0; i < n; i++) out[i] = eq_bf16_to_f32(((const uint16_t *)t->data)[begin + i]);
-        break;
-    case EQ_FP32:
-        for (int64_t i = 0; i < n; i++) out[i] = ((const float *)t->data)[begin + i];
-        break;
-    case EQ_FP64:
-        for (int64_t i = 0; i < n; i++) out[i] = ((const double *)t->data)[begin + i];
-        break;
-    }
-}
+#include "harness/compare_blocks.h"
+#include "harness/compare_median.h"
 
 /* Elements of [begin, begin + n) whose stored bits differ (+0 and -0 do; NaN payloads do). */
 static inline int64_t count_bits_differ(const eq_tensor *a, const eq_tensor *b, int64_t begin, int64_t n)
@@ -91,53 +42,6 @@ static inline int64_t count_bits_differ(const eq_tensor *a, const eq_tensor *b, 
     }
     }
     return differ;
-}
-
-/* LANES doubles (GCC and clang vector extension): each operation acts lane by lane, one IEEE fp64
- * operation per lane, whatever vector width the compiler picks (memcpy: unaligned loads). Element
- * i of a block goes to lane i % LANES, the last block's tail included (lane by lane in scalar code). */
-#ifdef __GNUC__ /* GCC and clang */
-/* The lanes pass between static functions of this file only: no ABI to keep (baseline x86-64
- * has no 32-byte registers; the AVX2 copy does). */
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-typedef double lanes_d __attribute__((vector_size(LANES * sizeof(double))));
-typedef int64_t lanes_i __attribute__((vector_size(LANES * sizeof(int64_t))));
-typedef uint64_t lanes_u __attribute__((vector_size(LANES * sizeof(uint64_t))));
-
-static inline lanes_d load_lanes(const double *p)
-{
-    lanes_d v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline lanes_d lanes_abs(lanes_d x) { return (lanes_d)((lanes_i)x & INT64_MAX); }
-
-/* Lane by lane: yes where mask is -1, no where it is 0. */
-static inline lanes_d lanes_select(lanes_i mask, lanes_d yes, lanes_d no)
-{
-    return (lanes_d)(((lanes_i)yes & mask) | ((lanes_i)no & ~mask));
-}
-
-/* The lanes summed in one fixed order. */
-static inline double lanes_total(lanes_d lane)
-{
-    return (lane[0] + lane[1]) + (lane[2] + lane[3]);
-}
-
-static inline double lanes_max(lanes_d lane)
-{
-    double m = 0.0;
-    for (int j = 0; j < LANES; j++) m = lane[j] > m ? lane[j] : m;
-    return m;
-}
-
-static inline int64_t lanes_count(lanes_i lane)
-{
-    int64_t c = 0;
-    for (int j = 0; j < LANES; j++) c += lane[j];
-    return c;
 }
 
 /* sum (a_i - mean)^2 */
@@ -610,254 +514,6 @@ static void combine_pairs(const pair_block *blocks, int64_t nb, pair_block *t)
     }
 }
 
-/* The workers' histograms and their copies summed into the first copy (counts: any order), the
- * n_zero zeros taken out of bin 0. */
-static void combine_histograms(int64_t *histograms, int workers, int64_t n_zero)
-{
-    for (int64_t c = 1; c < (int64_t)workers * HISTOGRAM_COPIES; c++)
-        for (int64_t b = 0; b < N_BINS; b++) histograms[b] += histograms[c * N_BINS + b];
-    histograms[0] -= n_zero;
-}
-
-/* ---- the median of |d| ---- */
-
-/* The k-th smallest of a[0..n) (0-based) by Hoare's selection, partially reordering a: on
- * return every a[j] with j > k is >= a[k]. Expected O(n). */
-static double select_kth(double *a, int64_t n, int64_t k)
-{
-    int64_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        double x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi];
-        double pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] < pivot) i++;
-            while (a[j] > pivot) j--;
-            if (i <= j) {
-                double swap = a[i];
-                a[i] = a[j];
-                a[j] = swap;
-                i++;
-                j--;
-            }
-        }
-        if (k <= j) hi = j;
-        else if (k >= i) lo = i;
-        else break; /* a[j+1..i-1] all equal the pivot */
-    }
-    return a[k];
-}
-
-/* Gathering the |d| of the finite pairs whose fp64 bits lie in [lo, hi) into out (at most `room`),
- * each block's in index order at a place it reserves: the blocks land in any order, which changes
- * no k-th smallest value (the one thing taken from them). */
-typedef struct {
-    const eq_tensor *ref, *test;
-    uint64_t lo, hi;
-    double *out;
-    int64_t room;
-    _Atomic int64_t count; /* found so far */
-} gather_job;
-
-STATS_WIDE static void gather_range(void *ctx, int64_t begin, int64_t end)
-{
-    gather_job *j = ctx;
-    const int64_t n = eq_tensor_numel(j->ref);
-    double r[BLOCK], t[BLOCK], found[BLOCK];
-    for (int64_t b = begin; b < end; b++) {
-        const int64_t len = block_len(n, b);
-        widen_block(j->ref, b * BLOCK, len, r);
-        widen_block(j->test, b * BLOCK, len, t);
-        int64_t m = 0;
-        for (int64_t i = 0; i < len; i++) {
-            const double d = fabs(t[i] - r[i]);
-            const uint64_t bits = double_bits(d);
-            found[m] = d;
-            m += (fabs(r[i]) <= DBL_MAX) & (fabs(t[i]) <= DBL_MAX) & (bits >= j->lo) & (bits < j->hi);
-        }
-        if (m == 0) continue;
-        const int64_t at = atomic_fetch_add(&j->count, m);
-        if (at < j->room) memcpy(j->out + at, found, (size_t)(m < j->room - at ? m : j->room - at) * sizeof *found);
-    }
-}
-
-static int64_t gather_differences(const eq_tensor *ref, const eq_tensor *test, uint64_t lo, uint64_t hi, double *out,
-                                  int64_t room)
-{
-    gather_job job = {ref, test, lo, hi, out, room, 0};
-    eq_parallel_for(block_count(eq_tensor_numel(ref)), EQ_STATS_BLOCKS_PER_RANGE, gather_range, &job);
-    return atomic_load(&job.count);
-}
-
-/* The fp64 bits of the |d| in a histogram bin: [lo, hi) (bin -1: every finite |d|). */
-static void bin_bits(int64_t bin, uint64_t *lo, uint64_t *hi)
-{
-    *lo = bin < 0 ? 0 : bin == 0 ? 1 : (uint64_t)bin << BIN_SHIFT; /* bin 0 without |d| = 0 */
-    *hi = bin < 0 ? FP64_INF_BITS : (uint64_t)(bin + 1) << BIN_SHIFT;
-}
-
-/* The |d| gathered from one histogram bin (bin -1: every |d|). */
-typedef struct {
-    int64_t bin;
-    double *values;
-    int64_t count;
-} gathered_bin;
-
-static eq_status gather_bin(const pairs_job *j, int64_t bin, int64_t count, gathered_bin *g)
-{
-    if (g->values != NULL && g->bin == bin) return EQ_OK;
-    free(g->values);
-    g->values = malloc((size_t)(count > 0 ? count : 1) * sizeof *g->values);
-    g->bin = bin;
-    g->count = count;
-    if (g->values == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " doubles for the median", count);
-    uint64_t lo, hi;
-    bin_bits(bin, &lo, &hi);
-    const int64_t found = gather_differences(j->ref, j->test, lo, hi, g->values, count);
-    if (found != count)
-        return EQ_FAIL(EQ_ERR_INTERNAL, "the median's bin %" PRId64 " holds %" PRId64 " values, counted %" PRId64, bin,
-                       found, count);
-    return EQ_OK;
-}
-
-/* The least and largest |d| of one bin and how many equal each. A rank among them needs no
- * gathering: bf16 differences are few multiples of a power of two, so most of the bin that holds
- * the median is often one value. */
-typedef struct {
-    int64_t bin;
-    double least, largest;
-    int64_t n_least, n_largest;
-} bin_extremes;
-
-typedef struct {
-    const eq_tensor *ref, *test;
-    uint64_t lo, hi;
-    bin_extremes *per_slot; /* [workers] */
-} extremes_job;
-
-STATS_WIDE static void extremes_range(void *ctx, int slot, int64_t begin, int64_t end)
-{
-    const extremes_job *j = ctx;
-    const int64_t n = eq_tensor_numel(j->ref);
-    const lanes_i lo = (lanes_i){0} + (int64_t)j->lo, hi = (lanes_i){0} + (int64_t)j->hi; /* bits < 2^63 */
-    lanes_d least = (lanes_d){0} + INFINITY, largest = (lanes_d){0} - 1.0;
-    lanes_i n_least = {0}, n_largest = {0}; /* counted down: each true comparison is -1 */
-    double r[BLOCK], t[BLOCK];
-    for (int64_t b = begin; b < end; b++) {
-        const int64_t len = block_len(n, b);
-        widen_block(j->ref, b * BLOCK, len, r);
-        widen_block(j->test, b * BLOCK, len, t);
-        int64_t i = 0;
-        for (; i + LANES <= len; i += LANES) {
-            const lanes_d x = load_lanes(r + i), y = load_lanes(t + i), d = lanes_abs(y - x);
-            const lanes_i bits = (lanes_i)d;
-            const lanes_i in = (lanes_abs(x) <= DBL_MAX) & (lanes_abs(y) <= DBL_MAX) & (bits >= lo) & (bits < hi);
-            const lanes_i below = in & (d < least), above = in & (d > largest);
-            least = lanes_select(below, d, least);
-            largest = lanes_select(above, d, largest);
-            n_least = (n_least & ~below) + (in & (d == least));
-            n_largest = (n_largest & ~above) + (in & (d == largest));
-        }
-        for (int k = 0; i < len; i++, k++) { /* the tail, lane by lane */
-            const double d = fabs(t[i] - r[i]);
-            const uint64_t bits = double_bits(d);
-            if (!isfinite(r[i]) || !isfinite(t[i]) || bits < j->lo || bits >= j->hi) continue;
-            if (d < least[k]) least[k] = d, n_least[k] = 0;
-            if (d > largest[k]) largest[k] = d, n_largest[k] = 0;
-            n_least[k] -= d == least[k];
-            n_largest[k] -= d == largest[k];
-        }
-    }
-    bin_extremes *out = &j->per_slot[slot];
-    *out = (bin_extremes){0, INFINITY, -1.0, 0, 0};
-    for (int k = 0; k < LANES; k++) {
-        out->least = least[k] < out->least ? least[k] : out->least;
-        out->largest = largest[k] > out->largest ? largest[k] : out->largest;
-    }
-    for (int k = 0; k < LANES; k++) {
-        out->n_least -= least[k] == out->least ? n_least[k] : 0;
-        out->n_largest -= largest[k] == out->largest ? n_largest[k] : 0;
-    }
-}
-
-/* The extremes of one bin over every worker's (the same in any order). */
-static eq_status find_extremes(const pairs_job *j, int64_t bin, bin_extremes *e)
-{
-    if (e->bin == bin) return EQ_OK;
-    const int workers = eq_parallel_workers();
-    extremes_job job = {j->ref, j->test, 0, 0, calloc((size_t)workers, sizeof(bin_extremes))};
-    if (job.per_slot == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %d bin extremes", workers);
-    for (int w = 0; w < workers; w++) job.per_slot[w] = (bin_extremes){0, INFINITY, -1.0, 0, 0};
-    bin_bits(bin, &job.lo, &job.hi);
-    eq_parallel_for_slots(block_count(eq_tensor_numel(j->ref)), EQ_STATS_BLOCKS_PER_RANGE, extremes_range, &job);
-    *e = (bin_extremes){bin, INFINITY, -1.0, 0, 0};
-    for (int w = 0; w < workers; w++) {
-        e->least = job.per_slot[w].least < e->least ? job.per_slot[w].least : e->least;
-        e->largest = job.per_slot[w].largest > e->largest ? job.per_slot[w].largest : e->largest;
-    }
-    for (int w = 0; w < workers; w++) {
-        e->n_least += job.per_slot[w].least == e->least ? job.per_slot[w].n_least : 0;
-        e->n_largest += job.per_slot[w].largest == e->largest ? job.per_slot[w].n_largest : 0;
-    }
-    free(job.per_slot);
-    return EQ_OK;
-}
-
-/* The rank-th smallest |d| (0-based) of the finite pairs: 0 among the n_zero zeros, else the bin's
- * least or largest where the rank falls among the values equal to them, else selected among the
- * bin's values (bins: the workers' histograms combined; NULL: select over every |d|, n_finite of
- * them). */
-static eq_status value_at_rank(const pairs_job *j, const int64_t *bins, int64_t n_finite, int64_t n_zero,
-                               int64_t rank, bin_extremes *e, gathered_bin *g, double *value)
-{
-    eq_status st = EQ_OK;
-    if (bins == NULL) {
-        EQ_TRY(gather_bin(j, -1, n_finite, g));
-        *value = select_kth(g->values, g->count, rank);
-        return EQ_OK;
-    }
-    if (rank < n_zero) {
-        *value = 0.0;
-        return EQ_OK;
-    }
-    int64_t below = n_zero, bin = 0;
-    while (bin < N_BINS - 1 && below + bins[bin] <= rank) below += bins[bin++];
-    EQ_TRY(find_extremes(j, bin, e));
-    if (rank - below < e->n_least) {
-        *value = e->least;
-        return EQ_OK;
-    }
-    if (rank - below >= bins[bin] - e->n_largest) {
-        *value = e->largest;
-        return EQ_OK;
-    }
-    EQ_TRY(gather_bin(j, bin, bins[bin], g));
-    *value = select_kth(g->values, g->count, rank - below);
-cleanup:
-    return st;
-}
-
-/* Median of the finite pairs' |d|: the mean of the two middle values when n_finite is even
- * (torch.median would return the lower one). */
-static eq_status median_of_pairs(const pairs_job *j, const int64_t *bins, int64_t n_finite, int64_t n_zero,
-                                 double *median)
-{
-    eq_status st = EQ_OK;
-    gathered_bin g = {-2, NULL, 0};
-    bin_extremes e = {-2, 0.0, 0.0, 0, 0};
-    double lower = 0.0, upper = 0.0;
-    *median = 0.0;
-    if (n_finite == 0) return EQ_OK;
-    const int64_t k = (n_finite - 1) / 2;
-    EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k, &e, &g, &lower));
-    upper = lower;
-    if (n_finite % 2 == 0) EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k + 1, &e, &g, &upper));
-    *median = n_finite % 2 == 1 ? lower : 0.5 * (lower + upper);
-cleanup:
-    free(g.values);
-    return st;
-}
-
 /* ---- both passes ---- */
 
 static int significand_bits(eq_dtype dt) { return dt == EQ_BF16 ? 8 : dt == EQ_FP32 ? 24 : 53; }
@@ -899,7 +555,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
         st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " block statistics", nb);
         goto cleanup;
     }
-    if (n > MEDIAN_DIRECT) {
+    if (n > EQ_MEDIAN_DIRECT) {
         histograms = calloc((size_t)eq_parallel_workers() * HISTOGRAM_SIZE, sizeof *histograms);
         if (histograms == NULL) {
             st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate the median's histograms");
@@ -912,7 +568,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
     eq_parallel_for_slots(nb, EQ_STATS_BLOCKS_PER_RANGE, pairs_range, &job);
     pair_block p;
     combine_pairs(pairs, nb, &p);
-    if (histograms != NULL) combine_histograms(histograms, eq_parallel_workers(), p.n_zero);
+    if (histograms != NULL) eq_median_histograms_combine(histograms, eq_parallel_workers(), p.n_zero);
 
     out->n_differ = p.n_differ;
     out->nan_test = p.nan_test;
@@ -929,7 +585,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
         out->mean_abs = p.sum_abs / (double)p.n_finite;
         for (int k = 0; k < EQ_N_THRESHOLDS; k++) out->frac_above[k] = (double)p.above[k] / (double)p.n_finite;
     }
-    EQ_TRY(median_of_pairs(&job, histograms, p.n_finite, p.n_zero, &out->median_abs));
+    EQ_TRY(eq_median_abs(ref, test, histograms, p.n_finite, p.n_zero, &out->median_abs));
     out->rel_fro = p.sum_r2 > 0.0 ? sqrt(p.sum_d2) / sqrt(p.sum_r2) : (p.sum_d2 > 0.0 ? INFINITY : 0.0);
     if (p.sum_r2 == 0.0 && p.sum_t2 == 0.0) out->cosine = 1.0;
     else if (p.sum_r2 == 0.0 || p.sum_t2 == 0.0) out->cosine = 0.0;
