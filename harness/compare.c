@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/base/bf16.h"
 #include "harness/base/parallel.h"
+#include "harness/compare_stats.h"
 #include "harness/train_curve.h"
 
 /* The |d| thresholds of seed 002 section 2.1 (its layer tables keep 1e-3 and 1e-2). */
@@ -38,96 +38,10 @@ static double not_rounding_rel(eq_dtype dt)
     return 0.1;
 }
 
-/* Significand bits p including the implicit one. */
-static int significand_bits(eq_dtype dt)
+/* The coarser of two dtypes: the larger unit roundoff (fewer significand bits). */
+static eq_dtype coarser(eq_dtype a, eq_dtype b)
 {
-    switch (dt) {
-    case EQ_BF16: return 8;
-    case EQ_FP32: return 24;
-    case EQ_FP64: return 53;
-    }
-    return 53;
-}
-
-/* Spacing of dt's numbers at |x|'s own scale: 2^(floor(log2|x|) - p + 1), or the subnormal
- * spacing 2^(emin - p + 1) below the smallest normal 2^emin (bf16 has fp32's exponent range);
- * only an all-zero tensor pair reaches that (compare.h: the scale's floor). */
-static double ulp_at(double x, eq_dtype dt)
-{
-    int p = significand_bits(dt);
-    int emin = dt == EQ_FP64 ? -1022 : -126;
-    double ax = fabs(x);
-    if (ax < ldexp(1.0, emin)) return ldexp(1.0, emin - p + 1);
-    int e;
-    frexp(ax, &e); /* ax = m 2^e with m in [0.5, 1): floor(log2 ax) = e - 1 */
-    return ldexp(1.0, e - p);
-}
-
-/* Do the stored bits of element i differ? (+0 and -0 do; NaNs with different payloads do.) */
-static int bits_differ(const eq_tensor *a, const eq_tensor *b, int64_t i)
-{
-    switch (a->dtype) {
-    case EQ_BF16: return ((const uint16_t *)a->data)[i] != ((const uint16_t *)b->data)[i];
-    case EQ_FP32: return memcmp((const float *)a->data + i, (const float *)b->data + i, 4) != 0;
-    case EQ_FP64: return memcmp((const double *)a->data + i, (const double *)b->data + i, 8) != 0;
-    }
-    return 1;
-}
-
-/* The k-th smallest of a[0..n) (0-based) by Hoare's selection, partially reordering a: on
- * return every a[j] with j > k is >= a[k]. Expected O(n); no full sort of 8M values. */
-static double select_kth(double *a, int64_t n, int64_t k)
-{
-    int64_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        double x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi];
-        double pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] < pivot) i++;
-            while (a[j] > pivot) j--;
-            if (i <= j) {
-                double swap = a[i];
-                a[i] = a[j];
-                a[j] = swap;
-                i++;
-                j--;
-            }
-        }
-        if (k <= j) hi = j;
-        else if (k >= i) lo = i;
-        else break; /* a[j+1..i-1] all equal the pivot */
-    }
-    return a[k];
-}
-
-/* Median of a[0..n): the mean of the two middle values when n is even (torch.median would
- * return the lower one; the two differ only in the last digit shown for large tensors). */
-static double median_of(double *a, int64_t n)
-{
-    if (n == 0) return 0.0;
-    int64_t k = (n - 1) / 2;
-    double lower = select_kth(a, n, k);
-    if (n % 2 == 1) return lower;
-    double upper = a[k + 1];
-    for (int64_t j = k + 2; j < n; j++)
-        if (a[j] < upper) upper = a[j];
-    return 0.5 * (lower + upper);
-}
-
-/* The coarser of two dtypes: fewer significand bits. */
-static eq_dtype coarser(eq_dtype a, eq_dtype b) { return significand_bits(a) <= significand_bits(b) ? a : b; }
-
-/* rms of the finite values of t (0 when none). */
-static double rms_finite(const eq_tensor *t)
-{
-    double sum_sq = 0.0;
-    int64_t n_sq = 0;
-    for (int64_t i = 0; i < eq_tensor_numel(t); i++) {
-        double v = eq_tensor_get(t, i);
-        if (isfinite(v)) sum_sq += v * v, n_sq++;
-    }
-    return n_sq > 0 ? sqrt(sum_sq / (double)n_sq) : 0.0;
+    return eq_dtype_unit_roundoff(a) >= eq_dtype_unit_roundoff(b) ? a : b;
 }
 
 eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol,
@@ -136,84 +50,15 @@ eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const 
     return eq_compare_tensors_of_run(ref, test, tol, ref->dtype, out);
 }
 
-/* The metrics of two tensors with the same bits, in one pass over the reference with no buffer
- * for the median: every |d| is zero and t = r, so each field is the value the full loop of
- * eq_compare_tensors_full computes for such a pair, by the same expressions in the same order
- * (sum t r = sum t^2 = sum r^2; t / r = 1; the median of zeros is 0). compare_test holds the two
- * paths to the same bits. */
-/* Elements [begin, begin + n) of t widened to fp64 (one switch per block, not per element). */
-static void widen_block(const eq_tensor *t, int64_t begin, int64_t n, double *out)
-{
-    switch (t->dtype) {
-    case EQ_BF16:
-        for (int64_t i = 0; i < n; i++) out[i] = eq_bf16_to_f32(((const uint16_t *)t->data)[begin + i]);
-        break;
-    case EQ_FP32:
-        for (int64_t i = 0; i < n; i++) out[i] = ((const float *)t->data)[begin + i];
-        break;
-    case EQ_FP64:
-        for (int64_t i = 0; i < n; i++) out[i] = ((const double *)t->data)[begin + i];
-        break;
-    }
-}
-
-#define WIDEN_BLOCK 4096
-
-static void identical_metrics(const eq_tensor *ref, eq_metrics *out)
-{
-    const int64_t n = eq_tensor_numel(ref);
-    int64_t n_finite = 0, n_ratio = 0;
-    double sum_r2 = 0.0, ref_mean = 0.0, ref_m2 = 0.0, block[WIDEN_BLOCK];
-    for (int64_t b = 0; b < n; b += WIDEN_BLOCK) {
-        const int64_t len = n - b < WIDEN_BLOCK ? n - b : WIDEN_BLOCK;
-        widen_block(ref, b, len, block);
-        for (int64_t i = 0; i < len; i++) {
-            double r = block[i];
-            out->nan_ref += isnan(r) != 0;
-            out->inf_ref += isinf(r) != 0;
-            if (!isfinite(r)) continue;
-            n_finite++;
-            double delta = r - ref_mean;
-            ref_mean += delta / (double)n_finite;
-            ref_m2 += delta * (r - ref_mean);
-            if (fabs(r) > out->ref_absmax) out->ref_absmax = fabs(r);
-            sum_r2 += r * r;
-        }
-    }
-    const double ref_rms = n_finite > 0 ? sqrt(sum_r2 / (double)n_finite) : 0.0; /* rms_finite */
-    for (int64_t b = 0; b < n; b += WIDEN_BLOCK) {
-        const int64_t len = n - b < WIDEN_BLOCK ? n - b : WIDEN_BLOCK;
-        widen_block(ref, b, len, block);
-        for (int64_t i = 0; i < len; i++) n_ratio += isfinite(block[i]) && block[i] != 0.0 && fabs(block[i]) >= ref_rms;
-    }
-    const double sum_d2 = 0.0, sum_t2 = sum_r2, sum_tr = sum_r2, ratio_sum = (double)n_ratio;
-    out->nan_test = out->nan_ref;
-    out->inf_test = out->inf_ref;
-    out->ulp_floor = ref_rms; /* rms of the test = that of the reference when the reference's is 0 */
-    out->n_finite = n_finite;
-    out->rel_fro = sum_r2 > 0.0 ? sqrt(sum_d2) / sqrt(sum_r2) : 0.0;
-    if (sum_r2 == 0.0 && sum_t2 == 0.0) out->cosine = 1.0;
-    else out->cosine = fmax(-1.0, fmin(1.0, sum_tr / (sqrt(sum_r2) * sqrt(sum_t2))));
-    out->ls_scale = sum_r2 > 0.0 ? sum_tr / sum_r2 : 1.0;
-    out->mean_ratio = n_ratio > 0 ? ratio_sum / (double)n_ratio : 1.0;
-    out->n_mean_ratio = n_ratio;
-    out->worst_rel = 0.0;
-    out->ref_mean = ref_mean;
-    out->ref_std = n_finite > 0 ? sqrt(ref_m2 / (double)n_finite) : 0.0;
-}
-
 eq_status eq_compare_tensors_of_run(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol,
                                     eq_dtype run_dtype, eq_metrics *out)
 {
-    if (!eq_tensor_same_shape(ref, test) || tol == NULL ||
-        memcmp(ref->data, test->data, eq_tensor_bytes(ref)) != 0)
-        return eq_compare_tensors_full(ref, test, tol, run_dtype, out);
+    if (!eq_tensor_same_shape(ref, test) || tol == NULL) return eq_compare_tensors_full(ref, test, tol, run_dtype, out);
     memset(out, 0, sizeof *out);
     out->argmax = -1;
     out->dtype = coarser(ref->dtype, run_dtype);
     out->count = eq_tensor_numel(ref);
-    identical_metrics(ref, out);
-    return EQ_OK;
+    return eq_stats_compute(ref, test, tol, 1, out);
 }
 
 eq_status eq_compare_tensors_full(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol,
@@ -229,80 +74,8 @@ eq_status eq_compare_tensors_full(const eq_tensor *ref, const eq_tensor *test, c
                        eq_dtype_name(test->dtype), eq_tensor_shape_str(test, test_shape, sizeof test_shape));
     }
     if (tol == NULL) return EQ_FAIL(EQ_ERR_INTERNAL, "eq_compare_tensors without a tolerance");
-    int64_t n = eq_tensor_numel(ref);
-    out->count = n;
-    double *abs_diffs = malloc((size_t)(n > 0 ? n : 1) * sizeof *abs_diffs); /* for the median */
-    if (abs_diffs == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " doubles for the median", n);
-    int64_t n_finite = 0, above[EQ_N_THRESHOLDS] = {0}, n_ref_finite = 0;
-    double sum_abs = 0.0, sum_d2 = 0.0, sum_r2 = 0.0, sum_t2 = 0.0, sum_tr = 0.0;
-    double ref_mean = 0.0, ref_m2 = 0.0; /* Welford's running mean and sum of squared deviations */
-    double ratio_sum = 0.0;
-    int64_t n_ratio = 0;
-    double ref_rms = rms_finite(ref);
-    double atol = tol->atol;
-    if (tol->atol_scale == EQ_ATOL_REF_RMS) atol *= ref_rms; /* atol in units of the reference's RMS */
-    /* the floor of the ULP scale (compare.h) */
-    double floor_scale = ref_rms > 0.0 ? ref_rms : rms_finite(test);
-    out->ulp_floor = floor_scale;
-    for (int64_t i = 0; i < n; i++) {
-        double r = eq_tensor_get(ref, i), t = eq_tensor_get(test, i);
-        if (bits_differ(ref, test, i)) out->n_differ++;
-        out->nan_ref += isnan(r) != 0;
-        out->inf_ref += isinf(r) != 0;
-        out->nan_test += isnan(t) != 0;
-        out->inf_test += isinf(t) != 0;
-        if (isfinite(r)) {
-            n_ref_finite++;
-            double delta = r - ref_mean;
-            ref_mean += delta / (double)n_ref_finite;
-            ref_m2 += delta * (r - ref_mean);
-            if (fabs(r) > out->ref_absmax) out->ref_absmax = fabs(r);
-        }
-        if (!isfinite(r) || !isfinite(t)) {
-            int same_nonfinite = (isnan(r) && isnan(t)) || (isinf(r) && r == t);
-            if (!same_nonfinite) out->nonfinite_mismatch++;
-            continue;
-        }
-        double d = fabs(t - r);
-        abs_diffs[n_finite++] = d;
-        if (r != 0.0 && fabs(r) >= ref_rms) ratio_sum += t / r, n_ratio++;
-        sum_abs += d;
-        sum_d2 += d * d;
-        sum_r2 += r * r;
-        sum_t2 += t * t;
-        sum_tr += t * r;
-        if (d == 0.0) continue;
-        double ulps = d / ulp_at(fmax(fabs(r), floor_scale), out->dtype);
-        if (d > out->max_abs) {
-            out->max_abs = d;
-            out->argmax = i;
-            out->ulp_at_max = ulps;
-        }
-        for (int k = 0; k < EQ_N_THRESHOLDS; k++) above[k] += d > eq_thresholds[k];
-        if (ulps > out->max_ulp) out->max_ulp = ulps;
-        double bound = atol + tol->rtol * fabs(r);
-        double ratio = bound > 0.0 ? d / bound : INFINITY;
-        if (d > bound) out->n_outside++;
-        if (ratio > out->max_tol_ratio) out->max_tol_ratio = ratio;
-    }
-    out->n_finite = n_finite;
-    if (n_finite > 0) {
-        out->mean_abs = sum_abs / (double)n_finite;
-        for (int k = 0; k < EQ_N_THRESHOLDS; k++) out->frac_above[k] = (double)above[k] / (double)n_finite;
-    }
-    out->median_abs = median_of(abs_diffs, n_finite);
-    out->rel_fro = sum_r2 > 0.0 ? sqrt(sum_d2) / sqrt(sum_r2) : (sum_d2 > 0.0 ? INFINITY : 0.0);
-    if (sum_r2 == 0.0 && sum_t2 == 0.0) out->cosine = 1.0;
-    else if (sum_r2 == 0.0 || sum_t2 == 0.0) out->cosine = 0.0;
-    else out->cosine = fmax(-1.0, fmin(1.0, sum_tr / (sqrt(sum_r2) * sqrt(sum_t2))));
-    out->ls_scale = sum_r2 > 0.0 ? sum_tr / sum_r2 : 1.0;
-    out->mean_ratio = n_ratio > 0 ? ratio_sum / (double)n_ratio : 1.0;
-    out->n_mean_ratio = n_ratio;
-    out->worst_rel = out->ref_absmax > 0.0 ? out->max_abs / out->ref_absmax : (out->max_abs > 0.0 ? INFINITY : 0.0);
-    out->ref_mean = ref_mean;
-    out->ref_std = n_ref_finite > 0 ? sqrt(ref_m2 / (double)n_ref_finite) : 0.0; /* population std */
-    free(abs_diffs);
-    return EQ_OK;
+    out->count = eq_tensor_numel(ref);
+    return eq_stats_compute(ref, test, tol, 0, out);
 }
 
 static int nonfinite_differs(const eq_metrics *m)
@@ -452,8 +225,9 @@ eq_status eq_compare_captures(const eq_capture *ref, const eq_capture *test, con
     return eq_compare_captures_by_role(ref, test, tol, tol, expect, out);
 }
 
-/* The metrics of every tensor pair, one tensor per item of eq_parallel_for (each tensor's metrics
- * are computed whole by one thread, so the thread count changes no value). */
+/* The metrics of every tensor pair: the small ones side by side, one tensor per item of
+ * eq_parallel_for, then the large ones one at a time, each spreading its blocks over the workers
+ * (harness/compare_stats.h: either way the thread count changes no value). */
 typedef struct {
     eq_status st;
     char message[256]; /* the failure's message, taken on its thread */
@@ -464,6 +238,7 @@ typedef struct {
     const eq_tolerance *tol, *grad_tol;
     eq_tensor_result *results; /* [ref->count] */
     tensor_failure *failed;    /* [ref->count] */
+    int large;                 /* this pass takes the tensors of at least EQ_STATS_PARALLEL_MIN elements */
 } metrics_job;
 
 static void tensor_metrics(void *ctx, int64_t begin, int64_t end)
@@ -471,6 +246,7 @@ static void tensor_metrics(void *ctx, int64_t begin, int64_t end)
     metrics_job *j = ctx;
     for (int64_t i = begin; i < end; i++) {
         const eq_capture_entry *r = &j->ref->entries[i];
+        if ((eq_tensor_numel(&r->tensor) >= EQ_STATS_PARALLEL_MIN) != j->large) continue;
         const eq_capture_entry *t = eq_capture_find(j->test, r->path);
         eq_status st = eq_compare_tensors_of_run(&r->tensor, &t->tensor, r->role == EQ_ROLE_GRAD ? j->grad_tol : j->tol,
                                                  j->ref->meta.dtype, &j->results[i].m);
@@ -485,7 +261,7 @@ eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *t
                                       const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out)
 {
     eq_status st = EQ_OK;
-    metrics_job job = {ref, test, tol, grad_tol, NULL, NULL};
+    metrics_job job = {ref, test, tol, grad_tol, NULL, NULL, 0};
     memset(out, 0, sizeof *out);
     if (tol == NULL || grad_tol == NULL) return EQ_FAIL(EQ_ERR_INTERNAL, "eq_compare_captures without a tolerance");
     EQ_TRY(check_paths(ref, "reference", test, "test run"));
@@ -507,6 +283,8 @@ eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *t
         goto cleanup;
     }
     eq_parallel_for(ref->count, 1, tensor_metrics, &job);
+    job.large = 1;
+    tensor_metrics(&job, 0, ref->count);
     for (int i = 0; i < ref->count; i++) /* the first failure in capture order, whatever the threads */
         if (job.failed[i].st != EQ_OK) {
             st = EQ_FAIL(job.failed[i].st, "%s", job.failed[i].message);

@@ -66,8 +66,10 @@ eq_status eq_compare_tensors(const eq_tensor *ref, const eq_tensor *test, const 
 /* The same for tensors of a run in run_dtype (ULPs in the coarser of the two; see above). */
 eq_status eq_compare_tensors_of_run(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol,
                                     eq_dtype run_dtype, eq_metrics *out);
-/* The same, always through the full per-element loop: eq_compare_tensors_of_run takes a shortcut
- * for tensors with the same bits (memcmp) that gives the same metrics; the unit test compares the two. */
+/* The same, always through the full per-element pass: eq_compare_tensors_of_run takes a shortcut
+ * for tensors with the same bits (compared block by block) that gives the same metrics; the unit
+ * test compares the two. Both are computed over fixed blocks (harness/compare_stats.h), so no
+ * metric depends on the thread count. */
 eq_status eq_compare_tensors_full(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol,
                                   eq_dtype run_dtype, eq_metrics *out);
 

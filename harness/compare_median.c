@@ -1,0 +1,260 @@
+/* The median of |d| for eq_stats_compute (harness/compare_median.h): the histogram's bin, its
+ * extremes, and gathering and selection within it. */
+#include "harness/compare_median.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/base/parallel.h"
+#include "harness/compare_blocks.h"
+
+void eq_median_histograms_combine(int64_t *histograms, int workers, int64_t n_zero)
+{
+    for (int64_t c = 1; c < (int64_t)workers * HISTOGRAM_COPIES; c++)
+        for (int64_t b = 0; b < N_BINS; b++) histograms[b] += histograms[c * N_BINS + b];
+    histograms[0] -= n_zero;
+}
+
+typedef struct {
+    const eq_tensor *ref, *test;
+} median_source;
+
+/* The k-th smallest of a[0..n) (0-based) by Hoare's selection, partially reordering a: on
+ * return every a[j] with j > k is >= a[k]. Expected O(n). */
+static double select_kth(double *a, int64_t n, int64_t k)
+{
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi];
+        double pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < pivot) i++;
+            while (a[j] > pivot) j--;
+            if (i <= j) {
+                double swap = a[i];
+                a[i] = a[j];
+                a[j] = swap;
+                i++;
+                j--;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break; /* a[j+1..i-1] all equal the pivot */
+    }
+    return a[k];
+}
+
+/* Gathering the |d| of the finite pairs whose fp64 bits lie in [lo, hi) into out (at most `room`),
+ * each block's in index order at a place it reserves: the blocks land in any order, which changes
+ * no k-th smallest value (the one thing taken from them). */
+typedef struct {
+    const eq_tensor *ref, *test;
+    uint64_t lo, hi;
+    double *out;
+    int64_t room;
+    _Atomic int64_t count; /* found so far */
+} gather_job;
+
+STATS_WIDE static void gather_range(void *ctx, int64_t begin, int64_t end)
+{
+    gather_job *j = ctx;
+    const int64_t n = eq_tensor_numel(j->ref);
+    double r[BLOCK], t[BLOCK], found[BLOCK];
+    for (int64_t b = begin; b < end; b++) {
+        const int64_t len = block_len(n, b);
+        widen_block(j->ref, b * BLOCK, len, r);
+        widen_block(j->test, b * BLOCK, len, t);
+        int64_t m = 0;
+        for (int64_t i = 0; i < len; i++) {
+            const double d = fabs(t[i] - r[i]);
+            const uint64_t bits = double_bits(d);
+            found[m] = d;
+            m += (fabs(r[i]) <= DBL_MAX) & (fabs(t[i]) <= DBL_MAX) & (bits >= j->lo) & (bits < j->hi);
+        }
+        if (m == 0) continue;
+        const int64_t at = atomic_fetch_add(&j->count, m);
+        if (at < j->room) memcpy(j->out + at, found, (size_t)(m < j->room - at ? m : j->room - at) * sizeof *found);
+    }
+}
+
+static int64_t gather_differences(const eq_tensor *ref, const eq_tensor *test, uint64_t lo, uint64_t hi, double *out,
+                                  int64_t room)
+{
+    gather_job job = {ref, test, lo, hi, out, room, 0};
+    eq_parallel_for(block_count(eq_tensor_numel(ref)), EQ_STATS_BLOCKS_PER_RANGE, gather_range, &job);
+    return atomic_load(&job.count);
+}
+
+/* The fp64 bits of the |d| in a histogram bin: [lo, hi) (bin -1: every finite |d|). */
+static void bin_bits(int64_t bin, uint64_t *lo, uint64_t *hi)
+{
+    *lo = bin < 0 ? 0 : bin == 0 ? 1 : (uint64_t)bin << BIN_SHIFT; /* bin 0 without |d| = 0 */
+    *hi = bin < 0 ? FP64_INF_BITS : (uint64_t)(bin + 1) << BIN_SHIFT;
+}
+
+/* The |d| gathered from one histogram bin (bin -1: every |d|). */
+typedef struct {
+    int64_t bin;
+    double *values;
+    int64_t count;
+} gathered_bin;
+
+static eq_status gather_bin(const median_source *j, int64_t bin, int64_t count, gathered_bin *g)
+{
+    if (g->values != NULL && g->bin == bin) return EQ_OK;
+    free(g->values);
+    g->values = malloc((size_t)(count > 0 ? count : 1) * sizeof *g->values);
+    g->bin = bin;
+    g->count = count;
+    if (g->values == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " doubles for the median", count);
+    uint64_t lo, hi;
+    bin_bits(bin, &lo, &hi);
+    const int64_t found = gather_differences(j->ref, j->test, lo, hi, g->values, count);
+    if (found != count)
+        return EQ_FAIL(EQ_ERR_INTERNAL, "the median's bin %" PRId64 " holds %" PRId64 " values, counted %" PRId64, bin,
+                       found, count);
+    return EQ_OK;
+}
+
+/* The least and largest |d| of one bin and how many equal each. A rank among them needs no
+ * gathering: bf16 differences are few multiples of a power of two, so most of the bin that holds
+ * the median is often one value. */
+typedef struct {
+    int64_t bin;
+    double least, largest;
+    int64_t n_least, n_largest;
+} bin_extremes;
+
+typedef struct {
+    const eq_tensor *ref, *test;
+    uint64_t lo, hi;
+    bin_extremes *per_slot; /* [workers] */
+} extremes_job;
+
+STATS_WIDE static void extremes_range(void *ctx, int slot, int64_t begin, int64_t end)
+{
+    const extremes_job *j = ctx;
+    const int64_t n = eq_tensor_numel(j->ref);
+    const lanes_i lo = (lanes_i){0} + (int64_t)j->lo, hi = (lanes_i){0} + (int64_t)j->hi; /* bits < 2^63 */
+    lanes_d least = (lanes_d){0} + INFINITY, largest = (lanes_d){0} - 1.0;
+    lanes_i n_least = {0}, n_largest = {0}; /* counted down: each true comparison is -1 */
+    double r[BLOCK], t[BLOCK];
+    for (int64_t b = begin; b < end; b++) {
+        const int64_t len = block_len(n, b);
+        widen_block(j->ref, b * BLOCK, len, r);
+        widen_block(j->test, b * BLOCK, len, t);
+        int64_t i = 0;
+        for (; i + LANES <= len; i += LANES) {
+            const lanes_d x = load_lanes(r + i), y = load_lanes(t + i), d = lanes_abs(y - x);
+            const lanes_i bits = (lanes_i)d;
+            const lanes_i in = (lanes_abs(x) <= DBL_MAX) & (lanes_abs(y) <= DBL_MAX) & (bits >= lo) & (bits < hi);
+            const lanes_i below = in & (d < least), above = in & (d > largest);
+            least = lanes_select(below, d, least);
+            largest = lanes_select(above, d, largest);
+            n_least = (n_least & ~below) + (in & (d == least));
+            n_largest = (n_largest & ~above) + (in & (d == largest));
+        }
+        for (int k = 0; i < len; i++, k++) { /* the tail, lane by lane */
+            const double d = fabs(t[i] - r[i]);
+            const uint64_t bits = double_bits(d);
+            if (!isfinite(r[i]) || !isfinite(t[i]) || bits < j->lo || bits >= j->hi) continue;
+            if (d < least[k]) least[k] = d, n_least[k] = 0;
+            if (d > largest[k]) largest[k] = d, n_largest[k] = 0;
+            n_least[k] -= d == least[k];
+            n_largest[k] -= d == largest[k];
+        }
+    }
+    bin_extremes *out = &j->per_slot[slot];
+    *out = (bin_extremes){0, INFINITY, -1.0, 0, 0};
+    for (int k = 0; k < LANES; k++) {
+        out->least = least[k] < out->least ? least[k] : out->least;
+        out->largest = largest[k] > out->largest ? largest[k] : out->largest;
+    }
+    for (int k = 0; k < LANES; k++) {
+        out->n_least -= least[k] == out->least ? n_least[k] : 0;
+        out->n_largest -= largest[k] == out->largest ? n_largest[k] : 0;
+    }
+}
+
+/* The extremes of one bin over every worker's (the same in any order). */
+static eq_status find_extremes(const median_source *j, int64_t bin, bin_extremes *e)
+{
+    if (e->bin == bin) return EQ_OK;
+    const int workers = eq_parallel_workers();
+    extremes_job job = {j->ref, j->test, 0, 0, calloc((size_t)workers, sizeof(bin_extremes))};
+    if (job.per_slot == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %d bin extremes", workers);
+    for (int w = 0; w < workers; w++) job.per_slot[w] = (bin_extremes){0, INFINITY, -1.0, 0, 0};
+    bin_bits(bin, &job.lo, &job.hi);
+    eq_parallel_for_slots(block_count(eq_tensor_numel(j->ref)), EQ_STATS_BLOCKS_PER_RANGE, extremes_range, &job);
+    *e = (bin_extremes){bin, INFINITY, -1.0, 0, 0};
+    for (int w = 0; w < workers; w++) {
+        e->least = job.per_slot[w].least < e->least ? job.per_slot[w].least : e->least;
+        e->largest = job.per_slot[w].largest > e->largest ? job.per_slot[w].largest : e->largest;
+    }
+    for (int w = 0; w < workers; w++) {
+        e->n_least += job.per_slot[w].least == e->least ? job.per_slot[w].n_least : 0;
+        e->n_largest += job.per_slot[w].largest == e->largest ? job.per_slot[w].n_largest : 0;
+    }
+    free(job.per_slot);
+    return EQ_OK;
+}
+
+/* The rank-th smallest |d| (0-based) of the finite pairs: 0 among the n_zero zeros, else the bin's
+ * least or largest where the rank falls among the values equal to them, else selected among the
+ * bin's values (bins: the workers' histograms combined; NULL: select over every |d|, n_finite of
+ * them). */
+static eq_status value_at_rank(const median_source *j, const int64_t *bins, int64_t n_finite, int64_t n_zero,
+                               int64_t rank, bin_extremes *e, gathered_bin *g, double *value)
+{
+    eq_status st = EQ_OK;
+    if (bins == NULL) {
+        EQ_TRY(gather_bin(j, -1, n_finite, g));
+        *value = select_kth(g->values, g->count, rank);
+        return EQ_OK;
+    }
+    if (rank < n_zero) {
+        *value = 0.0;
+        return EQ_OK;
+    }
+    int64_t below = n_zero, bin = 0;
+    while (bin < N_BINS - 1 && below + bins[bin] <= rank) below += bins[bin++];
+    EQ_TRY(find_extremes(j, bin, e));
+    if (rank - below < e->n_least) {
+        *value = e->least;
+        return EQ_OK;
+    }
+    if (rank - below >= bins[bin] - e->n_largest) {
+        *value = e->largest;
+        return EQ_OK;
+    }
+    EQ_TRY(gather_bin(j, bin, bins[bin], g));
+    *value = select_kth(g->values, g->count, rank - below);
+cleanup:
+    return st;
+}
+
+eq_status eq_median_abs(const eq_tensor *ref, const eq_tensor *test, const int64_t *bins, int64_t n_finite,
+                        int64_t n_zero, double *median)
+{
+    eq_status st = EQ_OK;
+    const median_source source = {ref, test}, *j = &source;
+    gathered_bin g = {-2, NULL, 0};
+    bin_extremes e = {-2, 0.0, 0.0, 0, 0};
+    double lower = 0.0, upper = 0.0;
+    *median = 0.0;
+    if (n_finite == 0) return EQ_OK;
+    const int64_t k = (n_finite - 1) / 2;
+    EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k, &e, &g, &lower));
+    upper = lower;
+    if (n_finite % 2 == 0) EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k + 1, &e, &g, &upper));
+    *median = n_finite % 2 == 1 ? lower : 0.5 * (lower + upper);
+cleanup:
+    free(g.values);
+    return st;
+}
+
