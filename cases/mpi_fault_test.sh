@@ -112,6 +112,7 @@ until_alone() {
     return 1
 }
 
+alone_seq="" # the size at which root_alone found rank 0 alone longer than the limit
 for part in "${parts[@]}"; do
 failed_before=$fail t_fault="" victim=""
 with_seq 1536 # root_alone may have made it larger
@@ -119,16 +120,21 @@ case "$part" in
 root_alone)
     export EQUIV_COLLECTIVE_TIMEOUT_S=3
     # The check proves something only if rank 0 is alone for longer than the limit: on a machine
-    # where the dp1-tp1 runs take less, the size doubles.
-    for seq in 1536 3072 6144 12288 24576; do
+    # where the dp1-tp1 runs take less, a larger size. Their time grows with seq, so the next size
+    # is the first doubling expected to take 3.6 s (the limit and a fifth), not the next doubling.
+    seq=1536
+    for attempt in 1 2 3 4; do
         with_seq "$seq"
         rm -rf "$work/runs"
         start 2 "${wait_args[@]}" --tp 2 --truth -v --out "$work/runs"
         finish
         alone=$(awk '/^equiv: ran row_parallel .* dp1-tp1 \(sim\) in/ {s += $(NF - 1)} END {print s + 0}' "$work/err.txt")
         [ "$status" -ne 0 ] && break
-        awk -v s="$alone" 'BEGIN {exit !(s > 3)}' && break
-        echo "rank 0's dp1-tp1 runs took $alone s at seq $seq, not more than the 3 s limit: a larger size"
+        awk -v s="$alone" 'BEGIN {exit !(s > 3)}' && { alone_seq=$seq; break; }
+        [ "$seq" -ge 24576 ] && break
+        next=$(awk -v s="$alone" -v q="$seq" 'BEGIN {if (s <= 0) {print 2 * q; exit} while (q < 24576 && (s < 3.6 || n == 0)) {q *= 2; s *= 2; n++} print q}')
+        echo "rank 0's dp1-tp1 runs took $alone s at seq $seq, not more than the 3 s limit: seq $next"
+        seq=$next
     done
     awk -v s="$alone" 'BEGIN {exit !(s > 3)}' || bad "rank 0's dp1-tp1 runs took $alone s, not more than the 3 s limit"
     [ "$status" -eq 0 ] || bad "exit status $status, want 0"
@@ -158,8 +164,9 @@ stopped | stopped_root)
     rank=2 want="it did not arrive at "
     [ "$part" = stopped_root ] && rank=0 want="rank [123] heard nothing from it for 3 s \\(EQUIV_COLLECTIVE_TIMEOUT_S\\) while it waited for rank 0's references"
     # rank 0 must still be working alone a second after it went on alone, when the stop comes: at
-    # seq 1536 its runs take under a second now, so the largest size root_alone tries
-    [ "$part" = stopped_root ] && with_seq 6144
+    # seq 1536 its runs take under a second now, so the size at which root_alone (run before it)
+    # found them longer than 3 s (without root_alone: 6144)
+    [ "$part" = stopped_root ] && with_seq "${alone_seq:-6144}"
     start 4 "${wait_args[@]}" --tp 4 --truth -v
     victim=$(rank_pid "$rank") || { bad "rank $rank never armed its watch"; exit 1; }
     pid=$victim

@@ -4,13 +4,14 @@
 # judged by `equiv compare`. Honest layouts must be within; each planted bug must exit 1 with the
 # place or the factor named; a broken run directory must be one line and exit 2.
 #   torch_capture_test.sh EQUIV PYTHON PART...  (PART: tp, dp, sum, files; skipped, 77, without torch)
-# Several parts in one call run in order and share their training runs: dp and files both judge
-# the same dp 1 and dp 4 runs (a training run is 1 to 4 processes importing torch, seconds each).
+# Every part's training runs come first, each once (dp and files both judge the same dp 1 and dp 4
+# runs), in one python process (cases/torch_train.py): torch is imported once and each run's ranks
+# are forked from it, where a run from the command line is 2 to 5 processes each importing torch
+# (about a CPU second each). Then each part's checks, in order.
 set -u
 equiv=$1 py=$2
 parts=("${@:3}")
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-example="$root/harness/python/examples/tiny_megatron.py"
 if ! "$py" -c 'import torch, h5py, numpy, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
     echo "skip: $py lacks torch (with gloo), h5py or numpy (apt-get install python3-torch python3-h5py)"
     exit 77
@@ -19,18 +20,44 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
 
-train() { # train NAME ARGS...: one step of the example, every rank captured under $work/NAME
-    local name=$1
-    shift
-    if [ -f "$work/$name.args" ] && [ "$(cat "$work/$name.args")" = "$*" ]; then
-        echo "ok: training run $name ($*) shared with an earlier part"
-        return
-    fi
-    if ! "$py" "$example" --out "$work/$name" "$@" >"$work/$name.log" 2>&1; then
-        echo "FAIL: training run $name ($*) failed:"; tail -5 "$work/$name.log"; fail=1
-    fi
-    printf '%s' "$*" >"$work/$name.args"
+# jobs PART: the training runs PART judges, one a line, "NAME ARGS..." (tiny_megatron.py's arguments).
+jobs() {
+    case $1 in
+    tp)
+        for dtype in fp32 bf16; do
+            for tp in 1 2 4; do echo "$dtype-tp$tp --tp $tp --dtype $dtype"; done
+            echo "$dtype-tp4-no-allreduce --tp 4 --dtype $dtype --bug no_row_allreduce"
+        done
+        echo "fp32-dp2-tp2 --dp 2 --tp 2"
+        ;;
+    dp)
+        for dp in 1 2 4; do echo "ddp$dp --dp $dp"; done
+        echo "ddp4-grad-div-world --dp 4 --bug grad_div_world"
+        echo "ddp2-desync --dp 2 --bug desync_param --params"
+        echo "ddp1-params --dp 1 --params"
+        ;;
+    sum)
+        echo "sum1 --dp 1 --convention sum"
+        echo "sum4 --dp 4 --convention sum"
+        echo "sum4-local-count --dp 4 --convention sum --bug local_count"
+        ;;
+    files)
+        echo "ddp1 --dp 1"
+        echo "ddp4 --dp 4"
+        ;;
+    *) echo "unknown part '$1'" >&2; return 2 ;;
+    esac
 }
+# Every part's runs first, each once (dp and files share ddp1 and ddp4), all in one python process
+# (cases/torch_train.py: torch imported once, each run's ranks forked from it).
+for part in "${parts[@]}"; do jobs "$part" || exit 2; done >"$work/jobs.all"
+awk '!seen[$0]++' "$work/jobs.all" >"$work/jobs"
+dup=$(awk '{print $1}' "$work/jobs" | sort | uniq -d)
+[ -z "$dup" ] && [ -s "$work/jobs" ] || { echo "FAIL: the parts' runs: none, or a name given two sets of arguments: $dup"; exit 1; }
+shared=$(($(wc -l <"$work/jobs.all") - $(wc -l <"$work/jobs")))
+[ "$shared" -gt 0 ] && echo "ok: $shared training runs shared between parts"
+"$py" "$root/cases/torch_train.py" "$work" <"$work/jobs" || fail=1
+
 compare() { # compare DESCRIPTION WANT_STATUS REF TEST [ARGS...]: equiv compare, its output in $work/out
     local what=$1 want=$2 ref=$3 test=$4
     shift 4
@@ -52,7 +79,6 @@ for part in "${parts[@]}"; do
 case $part in
 tp) # (a) Megatron-style column- and row-parallel linears, tp 2 and 4 against tp 1, bf16 and fp32
     for dtype in fp32 bf16; do
-        for tp in 1 2 4; do train "$dtype-tp$tp" --tp "$tp" --dtype "$dtype"; done
         compare "$dtype tp2 vs tp1" 0 "$dtype-tp1" "$dtype-tp2"
         expect "$dtype tp2: every tensor as expected" "all as expected"
         compare "$dtype tp4 vs tp1" 0 "$dtype-tp1" "$dtype-tp4"
@@ -63,7 +89,6 @@ tp) # (a) Megatron-style column- and row-parallel linears, tp 2 and 4 against tp
             '^\| (rounding|bit-exact)[^|]* \| [-0-9]+ \| blocks\.0\.attn\.q\.out \| 64 \| 1 -> 1 \|'
         [ "$dtype" = bf16 ] && expect "bf16 tp4: the row-parallel GEMM (K split 4 ways) held to its bound" \
             '^\| rounding[^|]* \| [-0-9]+ \| blocks\.0\.attn\.proj\.out \| 64 \| 1 -> 4 \|'
-        train "$dtype-tp4-no-allreduce" --tp 4 --dtype "$dtype" --bug no_row_allreduce
         compare "$dtype tp4 without the row-parallel all-reduce" 1 "$dtype-tp1" "$dtype-tp4-no-allreduce"
         expect "$dtype: the first divergent layer named" \
             'Where it starts \(the first not as expected, in capture order\): `blocks\.0\.attn\.proj\.out`'
@@ -84,15 +109,12 @@ PY
         else echo "FAIL: $dtype: report.json of a user's run"; fail=1; fi
     done
     # dp x tp together: activations split over dp along the batch and over tp along the hidden dim
-    train "fp32-dp2-tp2" --dp 2 --tp 2
     compare "fp32 dp2-tp2 vs tp1" 0 "fp32-tp1" "fp32-dp2-tp2"
     ;;
 dp) # (b) DDP, dp 2 and 4 against dp 1 with a fixed global batch; gradients averaged once too often
-    for dp in 1 2 4; do train "ddp$dp" --dp "$dp"; done
     compare "DDP dp2 vs dp1" 0 ddp1 ddp2
     compare "DDP dp4 vs dp1" 0 ddp1 ddp4
     expect "dp4: the assembled run says what it is" "Test run: written by torch, 4 ranks assembled"
-    train ddp4-grad-div-world --dp 4 --bug grad_div_world
     compare "DDP dp4, gradients divided by the world size once more" 1 ddp1 ddp4-grad-div-world
     expect "the gradients' factor named" '`blocks\.[01]\.[a-z0-9.]*\.grad` \(grad\): OUTSIDE, expected within: uniform scale x0\.25 = 1/4'
     if grep -E '\.out` \(activation\): OUTSIDE' "$work/out" >/dev/null; then
@@ -101,17 +123,12 @@ dp) # (b) DDP, dp 2 and 4 against dp 1 with a fixed global batch; gradients aver
         echo "ok: no activation reported"
     fi
     # a parameter that differs between dp ranks is a finding of its own
-    train ddp2-desync --dp 2 --bug desync_param --params
-    train ddp1-params --dp 1 --params
     compare "DDP dp2 with a weight that differs on dp rank 1" 1 ddp1-params ddp2-desync
     expect "the replica that differs named" \
         'blocks\.0\.fc1\.weight \(param\) should be replicated over dp but differs: rank 1 \(dp 1, tp 0\)'
     ;;
 sum) # (c) the loss normalised by the global count, gradients SUM-all-reduced; the bug: the local count
-    train sum1 --dp 1 --convention sum
-    train sum4 --dp 4 --convention sum
     compare "SUM convention dp4 vs dp1" 0 sum1 sum4
-    train sum4-local-count --dp 4 --convention sum --bug local_count
     compare "loss over the local count at dp4" 1 sum1 sum4-local-count
     expect "the loss's factor named" '`loss` \(loss\): OUTSIDE, expected within: uniform scale x4 '
     expect "the gradients' factor named" '\.grad` \(grad\): OUTSIDE, expected within: uniform scale x4 '
@@ -121,8 +138,6 @@ sum) # (c) the loss normalised by the global count, gradients SUM-all-reduced; t
     compare "--tolerance NAME" 0 sum1 sum4 --tolerance fp32_grads_measured
     ;;
 files) # a run directory that cannot be assembled: one line, exit 2, nothing written
-    train ddp1 --dp 1
-    train ddp4 --dp 4
     compare "a run of no case gets the default for its dtype" 0 ddp1 ddp4
     expect "the report names the default" 'Tolerance `default_fp32`'
     mkdir "$work/missing" && cp "$work"/ddp4/rank0000[013].h5 "$work/missing/"
@@ -162,7 +177,6 @@ PY
     expect "file and dataset named" "min-norole\.h5: blocks\.0\.out has no attribute 'role'" "$work/err"
     if [ -e "$work/no-report" ]; then echo "FAIL: an input error left $work/no-report"; fail=1; fi
     ;;
-*) echo "unknown part '$part'"; exit 2 ;;
 esac
 done
 exit "$fail"

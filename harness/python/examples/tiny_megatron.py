@@ -221,7 +221,7 @@ def run(rank, world, args, init_method):
     dist.destroy_process_group()
 
 
-def main():
+def make_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--dp", type=int, default=1)
@@ -231,17 +231,36 @@ def main():
     parser.add_argument("--bug", choices=("none", "no_row_allreduce", "grad_div_world", "local_count",
                                           "desync_param"), default="none")
     parser.add_argument("--params", action="store_true", help="capture the parameters too")
-    args = parser.parse_args()
+    return parser
+
+
+def parse_args(argv=None):
+    """The command line (argv: sys.argv[1:] when None), checked against the model's sizes."""
+    parser = make_parser()
+    args = parser.parse_args(argv)
     if HEADS % args.tp or FFN % args.tp or BATCH % args.dp:
         parser.error(f"tp {args.tp} must divide {HEADS} heads and {FFN}; dp {args.dp} must divide batch {BATCH}")
+    return args
+
+
+def launch(args, start_method="spawn"):
+    """One process per rank, started here. "fork" (cases/torch_train.py, several runs in one
+    process) starts each rank from this process's torch, imported once, instead of importing it again."""
+    world = args.dp * args.tp
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.multiprocessing.start_processes(run, args=(world, args, f"file://{tmp}/rendezvous"), nprocs=world,
+                                              start_method=start_method)
+
+
+def main():
+    args = parse_args()
     world = args.dp * args.tp
     if "RANK" in os.environ:  # launched by torchrun: one process per rank already
         if int(os.environ["WORLD_SIZE"]) != world:
-            parser.error(f"WORLD_SIZE {os.environ['WORLD_SIZE']} is not dp x tp = {world}")
+            make_parser().error(f"WORLD_SIZE {os.environ['WORLD_SIZE']} is not dp x tp = {world}")
         run(int(os.environ["RANK"]), world, args, "env://")
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        torch.multiprocessing.spawn(run, args=(world, args, f"file://{tmp}/rendezvous"), nprocs=world)
+    launch(args)
 
 
 if __name__ == "__main__":

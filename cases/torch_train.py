@@ -1,0 +1,66 @@
+"""Training runs of harness/python/examples/tiny_megatron.py, several in one process.
+
+    torch_train.py WORK < JOBS     (JOBS: one run a line, "NAME ARGS...": tiny_megatron.py's arguments)
+
+Each run is what `tiny_megatron.py --out WORK/NAME ARGS...` does (the same parse_args and run, one
+process per rank, gloo), but its ranks are forked from this process, which imported torch once,
+instead of spawned fresh, each importing torch again (about a CPU second a process: a tp 4 run
+started from the command line is five imports). The command line's own spawn path is run by
+README.md's commands (cases/readme_test.sh). A run's output goes to WORK/NAME.log; a run that
+fails is named with the end of its log, and the others still run. Exit status 1 if any failed.
+"""
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "python", "examples"))
+import tiny_megatron  # noqa: E402
+
+
+def train(work, name, argv):
+    """One run, its output (this process's and its ranks') in WORK/NAME.log; True if it succeeded."""
+    log = os.open(os.path.join(work, name + ".log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    saved = os.dup(1), os.dup(2)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    try:
+        tiny_megatron.launch(tiny_megatron.parse_args(["--out", os.path.join(work, name)] + argv), "fork")
+        return True
+    except SystemExit:  # bad arguments: argparse said why
+        return False
+    except Exception:  # a rank's exception (its traceback in the message) or the launch's
+        traceback.print_exc()
+        return False
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved + (log,):
+            os.close(fd)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    work = sys.argv[1]
+    failed = 0
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        name, *argv = line.split()
+        if train(work, name, argv):
+            print(f"ok: training run {name} ({' '.join(argv)})", flush=True)
+            continue
+        failed += 1
+        with open(os.path.join(work, name + ".log")) as f:
+            tail = f.read().splitlines()[-5:]
+        print(f"FAIL: training run {name} ({' '.join(argv)}) failed:", *tail, sep="\n", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
