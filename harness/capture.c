@@ -25,15 +25,25 @@ void eq_capture_init(eq_capture *cap) { memset(cap, 0, sizeof *cap); }
 
 void eq_capture_free(eq_capture *cap)
 {
-    for (int i = 0; i < cap->count; i++) eq_tensor_free(&cap->entries[i].tensor);
+    for (int i = 0; i < cap->count; i++)
+        if (!cap->entries[i].borrowed) eq_tensor_free(&cap->entries[i].tensor);
     free(cap->entries);
     free(cap->findings);
     free(cap->config);
     memset(cap, 0, sizeof *cap);
 }
 
-/* Appends an entry (path, layer, name) owning *t; *t is left empty, also on failure. */
-static eq_status append(eq_capture *cap, const char *path, int layer, const char *name, eq_role role, eq_tensor *t)
+/* Empties *t, freeing its storage unless it is borrowed. */
+static void let_go(eq_tensor *t, int borrowed)
+{
+    if (borrowed) memset(t, 0, sizeof *t);
+    else eq_tensor_free(t);
+}
+
+/* Appends an entry (path, layer, name) owning *t, or borrowing its storage; *t is left empty, also
+ * on failure. */
+static eq_status append(eq_capture *cap, const char *path, int layer, const char *name, eq_role role, eq_tensor *t,
+                        int borrowed)
 {
     eq_status st = EQ_OK;
     if (strlen(path) >= EQ_NAME_MAX || strlen(name) >= EQ_NAME_MAX) {
@@ -57,6 +67,7 @@ static eq_status append(eq_capture *cap, const char *path, int layer, const char
     e->layer = layer;
     e->role = role;
     e->tensor = *t;
+    e->borrowed = borrowed;
     e->shard = EQ_SHARD_REPLICATED;
     e->grad_scale = 1.0;
     e->gemm.accumulate = EQ_FP32;
@@ -64,24 +75,35 @@ static eq_status append(eq_capture *cap, const char *path, int layer, const char
     cap->count++;
     return EQ_OK;
 cleanup:
-    eq_tensor_free(t);
+    let_go(t, borrowed);
     return st;
+}
+
+static eq_status append_in_layer(eq_capture *cap, int layer, const char *name, eq_role role, eq_tensor *t,
+                                 int borrowed)
+{
+    char path[EQ_NAME_MAX];
+    if (layer < 0 || layer > 9999 || strlen(name) + 12 >= EQ_NAME_MAX) {
+        let_go(t, borrowed);
+        return EQ_FAIL(EQ_ERR_INTERNAL, "bad capture name layer %d '%s'", layer, name);
+    }
+    snprintf(path, sizeof path, "layers/%02d/%s", layer, name);
+    return append(cap, path, layer, name, role, t, borrowed);
 }
 
 eq_status eq_capture_add(eq_capture *cap, int layer, const char *name, eq_role role, eq_tensor *t)
 {
-    char path[EQ_NAME_MAX];
-    if (layer < 0 || layer > 9999 || strlen(name) + 12 >= EQ_NAME_MAX) {
-        eq_tensor_free(t);
-        return EQ_FAIL(EQ_ERR_INTERNAL, "bad capture name layer %d '%s'", layer, name);
-    }
-    snprintf(path, sizeof path, "layers/%02d/%s", layer, name);
-    return append(cap, path, layer, name, role, t);
+    return append_in_layer(cap, layer, name, role, t, 0);
+}
+
+eq_status eq_capture_add_borrowed(eq_capture *cap, int layer, const char *name, eq_role role, eq_tensor *t)
+{
+    return append_in_layer(cap, layer, name, role, t, 1);
 }
 
 eq_status eq_capture_add_path(eq_capture *cap, const char *path, int layer, eq_role role, eq_tensor *t)
 {
-    return append(cap, path, layer, path, role, t);
+    return append(cap, path, layer, path, role, t, 0);
 }
 
 eq_status eq_capture_add_finding(eq_capture *cap, const char *fmt, ...)

@@ -93,6 +93,8 @@ typedef struct {
     char name[EQ_NAME_MAX]; /* "fc2_out" */
     eq_role role;
     eq_tensor tensor;       /* owned: full shape, or one rank's shard before assembly */
+    int borrowed;           /* 1: tensor's storage is another capture's, which outlives this one, and
+                             * eq_capture_free leaves it (eq_capture_add_borrowed); read only */
     eq_shard shard;         /* how a rank's file holds it (EQ_SHARD_REPLICATED once assembled) */
     double grad_scale;      /* stored = grad_scale x the gradient of the global loss (1 unless said) */
     eq_gemm_operands gemm;  /* recorded with the capture, or none */
@@ -135,7 +137,11 @@ void eq_capture_init(eq_capture *cap);
 void eq_capture_free(eq_capture *cap);
 /* Takes ownership of *t (left empty on return, also on failure, where it is freed). */
 eq_status eq_capture_add(eq_capture *cap, int layer, const char *name, eq_role role, eq_tensor *t);
-/* Same, but copies t. */
+/* Same, but the entry borrows t's storage (another capture's, which must outlive cap and is not
+ * written while cap holds it): a layout's parameters bit-equal to the reference's are kept once.
+ * *t is left empty; its storage is never freed here. */
+eq_status eq_capture_add_borrowed(eq_capture *cap, int layer, const char *name, eq_role role, eq_tensor *t);
+/* Same as eq_capture_add, but copies t. */
 eq_status eq_capture_add_copy(eq_capture *cap, int layer, const char *name, eq_role role,
                               const eq_tensor *t);
 /* Adds an entry under an arbitrary path (a user's run: "blocks.0.mlp.fc1/out") in layer `layer`

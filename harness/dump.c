@@ -1,12 +1,14 @@
 #include "harness/dump.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness/equiv_revision.h"
 #include "harness/base/atomic_file.h"
@@ -144,13 +146,35 @@ cleanup:
     return st;
 }
 
+/* Reserves `bytes` for the file the library has open (its sec2 descriptor), so that the writes
+ * that follow cannot run out of space: a full disk or a file-size limit is reported here, with
+ * nothing written yet. A file system that cannot reserve is written without. */
+static eq_status reserve_space(hid_t file, hid_t fapl, size_t bytes, const char *path)
+{
+    void *handle = NULL;
+    if (H5Fget_vfd_handle(file, fapl, &handle) < 0 || handle == NULL)
+        return EQ_FAIL(EQ_ERR_IO, "cannot write dump %s: the file's descriptor is unknown", path);
+    int err = posix_fallocate(*(const int *)handle, 0, (off_t)bytes);
+    if (err == 0 || err == EOPNOTSUPP || err == EINVAL) return EQ_OK;
+    return EQ_FAIL(EQ_ERR_IO, "cannot write dump %s: %s", path, strerror(err));
+}
+
+/* Cuts the reserve the library did not use: the closed file ends at `bytes`, its size after the
+ * last flush (the library truncates to it itself only where its own record of the end differs). */
+static eq_status trim_reserve(const char *temp_path, off_t bytes, const char *path)
+{
+    struct stat sb;
+    if (stat(temp_path, &sb) != 0 || (sb.st_size > bytes && truncate(temp_path, bytes) != 0))
+        return EQ_FAIL(EQ_ERR_IO, "cannot write dump %s: %s", path, strerror(errno));
+    return EQ_OK;
+}
+
 eq_status eq_dump_write(const char *path, const eq_capture *cap)
 {
     eq_status st = EQ_OK;
     eq_atomic_file af;
     memset(&af, 0, sizeof af);
     hid_t fcpl = H5I_INVALID_HID, gcpl = H5I_INVALID_HID, fapl = H5I_INVALID_HID, file = H5I_INVALID_HID;
-    void *image = NULL;
     hid_t bf16_type = H5I_INVALID_HID, layers = H5I_INVALID_HID, group = H5I_INVALID_HID;
     const eq_run_meta *m = &cap->meta;
 
@@ -163,16 +187,20 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
                    H5Pset_link_creation_order(gcpl, order) < 0 || H5Pset_obj_track_times(fcpl, 0) < 0 ||
                    H5Pset_obj_track_times(gcpl, 0) < 0 ? -1 : 0,
            EQ_ERR_IO, "cannot write dump %s: setting up property lists failed", path);
-    /* The file is built in memory (HDF5's core driver, no backing store) and written out by us:
-     * a full disk or any write error is then ours to report, and never leaves the library holding
-     * a half-flushed file it crashes on at exit (libhdf5 1.10 does). One allocation holds it. */
+    /* The file is written by the library straight into a temporary file in the folder (HDF5's sec2
+     * driver), renamed over `path` once complete and closed without error: no image of the dump is
+     * held in memory beside the capture. Its space is reserved first (reserve_space), so that a full
+     * disk or a file-size limit fails there, before the library has written anything, and not
+     * half-way (libhdf5 1.10 can crash at exit holding a file whose flush failed). */
     size_t expected = 1 << 20;
     for (int i = 0; i < cap->count; i++) expected += eq_tensor_bytes(&cap->entries[i].tensor) + 1024;
+    EQ_TRY(eq_atomic_begin(&af, path, 0));
     fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5_TRY(fapl < 0 ? -1 : H5Pset_fapl_core(fapl, expected, 0), EQ_ERR_IO,
-           "cannot write dump %s: setting up the in-memory file failed", path);
-    H5_TRY(file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl), EQ_ERR_IO,
-           "cannot write dump %s: creating the file failed (out of memory?)", path);
+    H5_TRY(fapl < 0 ? -1 : H5Pset_fapl_sec2(fapl), EQ_ERR_IO, "cannot write dump %s: setting up the file driver failed",
+           path);
+    H5_TRY(file = H5Fcreate(af.temp_path, H5F_ACC_TRUNC, fcpl, fapl), EQ_ERR_IO,
+           "cannot write dump %s: creating the file failed", path);
+    EQ_TRY(reserve_space(file, fapl, expected, path));
 
     /* The run's identity, in the order dumps have always had it (attr_slot); a field written
      * only when set leaves other dumps' bytes as they were. */
@@ -234,24 +262,14 @@ eq_status eq_dump_write(const char *path, const eq_capture *cap)
     eq_h5_close(&group);
     eq_h5_close(&layers);
     eq_h5_close(&bf16_type);
-    /* The whole image, written and closed without error, is moved into place; nothing else is. */
+    /* The whole file, written and closed without error, is moved into place; nothing else is. */
     H5_TRY(H5Fflush(file, H5F_SCOPE_GLOBAL), EQ_ERR_IO, "cannot write dump %s: flushing the file failed", path);
-    ssize_t image_bytes = H5Fget_file_image(file, NULL, 0);
-    H5_TRY(image_bytes <= 0 ? -1 : 0, EQ_ERR_IO, "cannot write dump %s: the file image is empty", path);
-    if ((image = malloc((size_t)image_bytes)) == NULL) {
-        st = EQ_FAIL(EQ_ERR_NOMEM, "cannot write dump %s: no memory for its %zd bytes", path, image_bytes);
-        goto cleanup;
-    }
-    H5_TRY(H5Fget_file_image(file, image, (size_t)image_bytes) != image_bytes ? -1 : 0, EQ_ERR_IO,
-           "cannot write dump %s: copying the file image failed", path);
+    hsize_t file_bytes = 0;
+    H5_TRY(H5Fget_filesize(file, &file_bytes), EQ_ERR_IO, "cannot write dump %s: its size is unknown", path);
     herr_t closed = H5Fclose(file);
     file = H5I_INVALID_HID;
     H5_TRY(closed, EQ_ERR_IO, "cannot write dump %s: closing the file failed", path);
-    EQ_TRY(eq_atomic_begin(&af, path, 1));
-    if (fwrite(image, 1, (size_t)image_bytes, af.fp) != (size_t)image_bytes) {
-        st = EQ_FAIL(EQ_ERR_IO, "cannot write dump %s: %s", path, strerror(errno));
-        goto cleanup;
-    }
+    EQ_TRY(trim_reserve(af.temp_path, (off_t)file_bytes, path));
     EQ_TRY(eq_atomic_commit(&af));
 cleanup:
     eq_h5_close(&group);
@@ -261,7 +279,6 @@ cleanup:
     eq_h5_close(&gcpl);
     eq_h5_close(&fcpl);
     eq_h5_close(&fapl);
-    free(image);
     eq_atomic_abort(&af); /* removes the temporary file unless it was committed */
     return st;
 }

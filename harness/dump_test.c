@@ -3,10 +3,14 @@
  * the file still read as before; readable errors for missing, foreign, truncated and malformed
  * files; no file left behind by a failed write, no temporary file by a successful one. */
 #include <dirent.h>
+#include <errno.h>
 #include <hdf5.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness/capture.h"
@@ -337,6 +341,40 @@ static void test_write_errors(void)
     eq_capture_free(&cap);
 }
 
+/* The writer reserves the dump's space before the library writes (at least 1 MiB: 1 MiB of room for
+ * the metadata and each tensor's bytes) and cuts what it did not use: a dump of these few small
+ * tensors is a few KiB, and a file-size limit below the reserve fails before anything is written,
+ * naming the cause, leaving no file, no temporary file and nothing open. */
+static void test_write_reserve(void)
+{
+    char path[1024];
+    eq_capture cap;
+    build_capture(&cap);
+    struct stat sb;
+    eq_status st = eq_dump_write(in_dir("reserve.h5", path, sizeof path), &cap);
+    EQ_EXPECT(st == EQ_OK, "write: %s", eq_error_message());
+    EQ_EXPECT(stat(path, &sb) == 0 && sb.st_size > 0 && sb.st_size < 256 * 1024,
+              "%s is %lld bytes: the unused reserve was kept", path, (long long)sb.st_size);
+
+    struct rlimit was, limit;
+    EQ_EXPECT(getrlimit(RLIMIT_FSIZE, &was) == 0, "getrlimit: %s", strerror(errno));
+    limit = was;
+    limit.rlim_cur = 512 * 1024; /* below the reserve, above the dump written above */
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN); /* EFBIG, not the signal's death */
+    EQ_EXPECT(setrlimit(RLIMIT_FSIZE, &limit) == 0, "setrlimit: %s", strerror(errno));
+    st = eq_dump_write(in_dir("over_limit.h5", path, sizeof path), &cap);
+    setrlimit(RLIMIT_FSIZE, &was);
+    signal(SIGXFSZ, old_handler);
+    EQ_EXPECT(st == EQ_ERR_IO, "write over a file-size limit: %s", eq_status_name(st));
+    EQ_EXPECT(strstr(eq_error_message(), path) != NULL && strstr(eq_error_message(), strerror(EFBIG)) != NULL,
+              "message '%s' does not name %s and '%s'", eq_error_message(), path, strerror(EFBIG));
+    eq_error_clear();
+    EQ_EXPECT(!file_exists(path), "%s was left after a failed write", path);
+    EQ_EXPECT(count_temp_files() == 0, "a temporary file remains in %s", test_dir);
+    EQ_EXPECT(open_hdf5_objects() == 0, "%ld HDF5 objects left open", open_hdf5_objects());
+    eq_capture_free(&cap);
+}
+
 static void test_filename(void)
 {
     eq_run_meta m;
@@ -455,6 +493,7 @@ int main(void)
     test_config_dims_provenance();
     test_read_errors();
     test_write_errors();
+    test_write_reserve();
     test_filename();
     EQ_EXPECT(count_temp_files() == 0, "a temporary file remains in %s", test_dir);
     remove_test_dir();

@@ -97,9 +97,31 @@ static eq_status take_param(const eq_step *step, const char *path, eq_tensor *ds
     return EQ_OK;
 }
 
+/* Bit p of a block's borrowed mask: field p of GPT_BLOCK_PARAMS is step->same_params' storage. */
+enum {
+#define GPT_INDEX(name, ndim, d0, d1, init, std, split) GPT_PARAM_##name,
+    GPT_BLOCK_PARAMS(GPT_INDEX)
+#undef GPT_INDEX
+};
+
+/* The tensor at `path` of step->same_params in place of *t when it holds the same bits (dtype,
+ * shape and every byte): *t's own storage is freed and bit is set in *borrowed. The weights are
+ * read only from here on (the block takes them const), and the capture borrows them. */
+static void borrow_if_equal(const eq_step *step, const char *path, eq_tensor *t, unsigned bit, unsigned *borrowed)
+{
+    const eq_capture_entry *e = step->same_params != NULL ? eq_capture_find(step->same_params, path) : NULL;
+    if (e == NULL || e->role != EQ_ROLE_PARAM || !eq_tensor_same_shape(&e->tensor, t) ||
+        memcmp(e->tensor.data, t->data, eq_tensor_bytes(t)) != 0)
+        return;
+    eq_tensor_free(t);
+    *t = e->tensor;
+    *borrowed |= bit;
+}
+
 /* The master parameters of block `layer`: step->params' when given, else initialised by the table
- * in gpt_block.h. */
-static eq_status init_params(const eq_step *step, const gpt_sizes *z, int layer, gpt_block_params *p)
+ * in gpt_block.h, and then kept as step->same_params' where those are the same bits (*borrowed). */
+static eq_status init_params(const eq_step *step, const gpt_sizes *z, int layer, gpt_block_params *p,
+                             unsigned *borrowed)
 {
     eq_status st = gpt_params_alloc(p, z, step->dtype);
     if (st != EQ_OK) return st;
@@ -112,11 +134,22 @@ static eq_status init_params(const eq_step *step, const gpt_sizes *z, int layer,
         for (int64_t i = 0; i < eq_tensor_numel(&p->field); i++)                                     \
             if (init == GPT_INIT_ONE) eq_tensor_set(&p->field, i, 1.0);                              \
         if (init == GPT_INIT_NORMAL) eq_rng_fill_normal(&p->field, step->seed, name, (std));         \
+        borrow_if_equal(step, name, &p->field, 1u << GPT_PARAM_##field, borrowed);                   \
     }
     GPT_BLOCK_PARAMS(GPT_INIT)
 #undef GPT_INIT
 cleanup:
     return st;
+}
+
+/* Lets go of block parameters that are step->same_params' storage (bits of `borrowed`), leaving
+ * those fields empty, so that freeing p frees only its own. */
+static void drop_borrowed(gpt_block_params *p, unsigned borrowed)
+{
+#define GPT_DROP(name, ndim, d0, d1, init, std, split) \
+    if (borrowed & (1u << GPT_PARAM_##name)) memset(&p->name, 0, sizeof p->name);
+    GPT_BLOCK_PARAMS(GPT_DROP)
+#undef GPT_DROP
 }
 
 /* The final LayerNorm's gamma (1) and beta (0), or step->params'. */
@@ -157,6 +190,7 @@ typedef struct {
     gpt_sizes z;
     int capture_all;               /* every block activation, or only each block's output */
     gpt_block_params *params;      /* [L] master parameters */
+    unsigned *borrowed;            /* [L] which of params[l] are step->same_params' (init_params) */
     eq_tensor lnf_gamma, lnf_beta; /* [H] */
     eq_tensor input, target;       /* [S, B, H] */
     gpt_block_acts *full_acts;     /* [L] activations over the whole batch, for the capture (lean: out only) */
@@ -356,8 +390,11 @@ static eq_status capture_run(const eq_step *step, gpt_run *run, eq_capture *cap)
     for (int l = 0; l < L; l++) {
         gpt_block_params *p = &run->params[l], *g = &run->grads[l]; /* slot 0 holds the reduced grads */
         gpt_block_acts *a = &run->full_acts[l];
-#define GPT_CAPTURE_PARAM(name, ndim, d0, d1, init, std, split) \
-    EQ_TRY(eq_capture_add(cap, l, #name, EQ_ROLE_PARAM, &p->name));
+#define GPT_CAPTURE_PARAM(name, ndim, d0, d1, init, std, split)                          \
+    if (run->borrowed[l] & (1u << GPT_PARAM_##name))                                  \
+        EQ_TRY(eq_capture_add_borrowed(cap, l, #name, EQ_ROLE_PARAM, &p->name));        \
+    else                                                                                \
+        EQ_TRY(eq_capture_add(cap, l, #name, EQ_ROLE_PARAM, &p->name));
         GPT_BLOCK_PARAMS(GPT_CAPTURE_PARAM)
 #undef GPT_CAPTURE_PARAM
 #define GPT_CAPTURE_ACT(name, last, sharded) \
@@ -391,12 +428,15 @@ static void free_run(gpt_run *run)
 {
     const int n = run->replicas;
     const int L = (int)run->z.layers;
-    for (int l = 0; run->params && l < L; l++) gpt_params_free(&run->params[l]);
+    for (int l = 0; run->params && l < L; l++) {
+        if (run->borrowed != NULL) drop_borrowed(&run->params[l], run->borrowed[l]);
+        gpt_params_free(&run->params[l]);
+    }
     for (int l = 0; run->full_acts && l < L; l++) gpt_acts_free(&run->full_acts[l]);
     for (int l = 0; run->full_out_grad && l < L; l++) eq_tensor_free(&run->full_out_grad[l]);
     for (int i = 0; run->grads && i < n * L; i++) gpt_params_free(&run->grads[i]);
     for (int i = 0; run->lnf_grads && i < 2 * n; i++) eq_tensor_free(&run->lnf_grads[i]);
-    free(run->params), free(run->full_acts), free(run->full_out_grad), free(run->grads), free(run->lnf_grads);
+    free(run->params), free(run->borrowed), free(run->full_acts), free(run->full_out_grad), free(run->grads), free(run->lnf_grads);
     free(run->loss);
     eq_tensor_free(&run->lnf_gamma), eq_tensor_free(&run->lnf_beta), eq_tensor_free(&run->input);
     eq_tensor_free(&run->target), eq_tensor_free(&run->full_lnf_out);
@@ -457,12 +497,13 @@ static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
     const gpt_sizes *z = &run.z;
     const int L = (int)z->layers;
     run.params = calloc((size_t)L, sizeof *run.params);
+    run.borrowed = calloc((size_t)L, sizeof *run.borrowed);
     run.full_acts = calloc((size_t)L, sizeof *run.full_acts);
     run.full_out_grad = calloc((size_t)L, sizeof *run.full_out_grad);
     run.grads = calloc((size_t)(n * L), sizeof *run.grads);
     run.lnf_grads = calloc((size_t)(2 * n), sizeof *run.lnf_grads);
     run.loss = calloc((size_t)n, sizeof *run.loss);
-    if (!run.params || !run.full_acts || !run.full_out_grad || !run.grads || !run.lnf_grads || !run.loss) {
+    if (!run.params || !run.borrowed || !run.full_acts || !run.full_out_grad || !run.grads || !run.lnf_grads || !run.loss) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "gpt: no memory for %d layers x %d replicas", L, n);
         goto cleanup;
     }
@@ -473,7 +514,7 @@ static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
     draw_batch(step, &run.input, &run.target);
     EQ_TRY(init_final_norm(step, z, &run.lnf_gamma, &run.lnf_beta));
     for (int l = 0; l < L; l++) {
-        EQ_TRY(init_params(step, z, l, &run.params[l]));
+        EQ_TRY(init_params(step, z, l, &run.params[l], &run.borrowed[l]));
         if (run.capture_all) EQ_TRY(gpt_acts_alloc(&run.full_acts[l], z, z->batch, step->dtype));
         else EQ_TRY(eq_tensor_init(&run.full_acts[l].out, step->dtype, 3, x_shape));
         if (step->forward_only) continue;

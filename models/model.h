@@ -87,6 +87,11 @@ typedef struct {
      * names that include t. Models that do not train ignore both. */
     const eq_capture *params;
     int step_index;
+    /* A capture whose parameters this run may keep instead of its own where they are bit-equal
+     * (harness/capture.h: eq_capture_add_borrowed): the reference's, for a layout's run, so that the
+     * weights both hold are in memory once. It must outlive the run's capture. NULL: none. Models
+     * whose parameters are small ignore it. */
+    const eq_capture *same_params;
 } eq_step;
 
 /* The groups a model reduces over. Without a world (sim): every member of the layout's tp (dp)

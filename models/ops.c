@@ -269,11 +269,9 @@ DEFINE_ROW_IO(double)
         load_row_##T(dt, scores, row, n, z);                                                           \
         for (int64_t j = 0; j < n; j++) z[j] *= scale;                                                 \
         const T max = max_of_##T(z, n);                                                                \
+        for (int64_t j = 0; j < n; j++) z[j] = exp(z[j] - max); /* independent calls: they overlap */  \
         T sum = 0;                                                                                     \
-        for (int64_t j = 0; j < n; j++) {                                                              \
-            z[j] = exp(z[j] - max);                                                                    \
-            sum += z[j];                                                                               \
-        }                                                                                              \
+        for (int64_t j = 0; j < n; j++) sum += z[j]; /* in order j = 0..i */                           \
         for (int64_t j = 0; j < n; j++) z[j] /= sum;                                                   \
         store_row_##T(dt, P, row, n, z);                                                               \
         memset((char *)P + (size_t)(row + n) * eq_dtype_size(dt), 0, (size_t)(S - n) * eq_dtype_size(dt)); \

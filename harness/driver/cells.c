@@ -77,7 +77,10 @@ eq_status eq_cell_run_and_judge(eq_cell_loop *loop, const eq_cell *cell, eq_capt
         test = *done;
         memset(done, 0, sizeof *done);
     } else {
-        EQ_TRY(run_one(loop, &cell->spec, &test));
+        /* the layout's run keeps the reference's parameters where its own are the same bits */
+        eq_run_spec spec = cell->spec;
+        spec.step.same_params = &loop->ref;
+        EQ_TRY(run_one(loop, &spec, &test));
     }
     eq_progress_phase(cell->spec.step.progress, "compare with dp1-tp1", 0, 0, -1.0);
     EQ_TRY(eq_compare_runs(&loop->ref, &test, loop->truth, &cell->tol, &cell->grad_tol, cell->expect,

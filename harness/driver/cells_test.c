@@ -1,7 +1,9 @@
 /* The cell loop (harness/driver/cells.h) on the row_parallel case at its ci size. The wanted values are
  * the rules README and equiv --help state: every layout the case lists but dp1-tp1, for each dtype
  * in its order; the reference is dp1-tp1 without injected bugs; one reference run serves a dtype's
- * layouts; a run made already (--comm mpi) is not made again. */
+ * layouts; a run made already (--comm mpi) is not made again. A layout's gpt run keeps the
+ * reference's block parameters where, and only where, they are the same bits. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +43,68 @@ static eq_status logged_judged(void *ctx, const eq_run_spec *spec, const eq_capt
     (void)spec, (void)ref, (void)test, (void)cmp;
     ((log_of_runs *)ctx)->n_judged++;
     return EQ_OK;
+}
+
+/* The gpt reference with one bit of one parameter changed after it ran: the layout's run must
+ * keep that parameter as its own (its bits differ) and borrow every other block parameter. */
+#define PLANTED "layers/01/fc1_weight"
+
+static eq_status planted_run(void *ctx, const eq_run_spec *spec, eq_capture *out)
+{
+    (void)ctx;
+    eq_status st = eq_run(spec, out);
+    if (st != EQ_OK || spec->step.layout.tp != 1) return st;
+    const eq_capture_entry *e = eq_capture_find(out, PLANTED);
+    if (e != NULL) ((uint16_t *)e->tensor.data)[0] ^= 1; /* bf16: the last mantissa bit */
+    return st;
+}
+
+static eq_status shared_params_judged(void *ctx, const eq_run_spec *spec, const eq_capture *ref,
+                                      const eq_capture *test, eq_comparison *cmp)
+{
+    (void)spec, (void)cmp;
+    int *n_borrowed = ctx;
+    for (int i = 0; i < test->count; i++) {
+        const eq_capture_entry *t = &test->entries[i];
+        const eq_capture_entry *r = eq_capture_find(ref, t->path);
+        if (t->role != EQ_ROLE_PARAM || strncmp(t->name, "lnf_", 4) == 0) { /* the final norm: its own */
+            EQ_EXPECT(!t->borrowed, "%s is borrowed", t->path);
+            continue;
+        }
+        if (r == NULL) {
+            EQ_EXPECT(r != NULL, "the reference lacks %s", t->path);
+            continue;
+        }
+        if (strcmp(t->path, PLANTED) == 0) {
+            EQ_EXPECT(!t->borrowed && t->tensor.data != r->tensor.data &&
+                          ((const uint16_t *)t->tensor.data)[0] == (((const uint16_t *)r->tensor.data)[0] ^ 1),
+                      "%s differs from the reference by a bit: kept %s", t->path, t->borrowed ? "borrowed" : "own");
+            continue;
+        }
+        EQ_EXPECT(t->borrowed && t->tensor.data == r->tensor.data, "%s is the reference's bits, not borrowed", t->path);
+        *n_borrowed += t->borrowed;
+    }
+    return EQ_OK;
+}
+
+static void test_gpt_shared_params(const eq_tolerance_table *table)
+{
+    eq_case *kase = calloc(1, sizeof *kase);
+    eq_cell cells[2];
+    eq_run_spec base;
+    const eq_dtype bf16 = EQ_BF16;
+    int n = 0, n_borrowed = 0;
+    EQ_EXPECT_OK(eq_case_load_named(CASES_DIR, "gpt", kase));
+    EQ_EXPECT_OK(eq_run_spec_init(&base, kase, "ci"));
+    EQ_EXPECT_OK(eq_cells_plan(&base, EQ_BUG_NONE, table, TOLERANCES, &bf16, 1, (eq_layout){1, 2}, cells, 2, &n));
+    eq_cell_loop loop = {.run = planted_run, .judged = shared_params_judged, .ctx = &n_borrowed};
+    eq_comparison cmp;
+    EQ_EXPECT_OK(eq_cell_run_and_judge(&loop, &cells[0], NULL, &cmp));
+    EQ_EXPECT(n_borrowed == 4 * 8 - 1, "%d block parameters borrowed, want 4 blocks x 8 but the planted one",
+              n_borrowed);
+    eq_comparison_free(&cmp);
+    eq_cell_loop_free(&loop);
+    free(kase);
 }
 
 int main(void)
@@ -110,6 +174,7 @@ int main(void)
         EQ_EXPECT(same(log.layouts[i], order[i]) && log.dtypes[i] == order_dt[i] && log.bugs[i] == EQ_BUG_NONE,
                   "run %d: %s dp%d-tp%d", i, eq_dtype_name(log.dtypes[i]), log.layouts[i].dp, log.layouts[i].tp);
     eq_cell_loop_free(&loop);
+    test_gpt_shared_params(table);
     free(cells);
     free(table);
     free(kase);
