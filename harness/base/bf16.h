@@ -5,6 +5,7 @@
 #ifndef EQUIV_HARNESS_BASE_BF16_H
 #define EQUIV_HARNESS_BASE_BF16_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -26,8 +27,25 @@ static inline uint16_t eq_f32_to_bf16(float f)
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
-/* fp64 -> bf16 rounded once (no double rounding through fp32: the fp32 step rounds to odd). */
-uint16_t eq_f64_to_bf16(double d);
+/* fp64 -> bf16 rounded once (no double rounding through fp32: the fp32 step rounds to odd). Where
+ * d -> fp32 was inexact (and d is not NaN), truncate toward zero, then set the last bit: 16 spare
+ * bits below bf16's last bit make the following round-to-nearest-even give the correctly rounded
+ * result. One step toward zero (nextafterf(f, 0)): |f| > |d| >= 0, so f is not zero and the
+ * magnitude bits just drop by one (Inf becomes the largest finite float, as there). Selects, not
+ * branches: loops of conversions (the generator's stores) vectorise. */
+static inline uint16_t eq_f64_to_bf16(double d)
+{
+    const float f = (float)d;
+    const double widened = (double)f;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const int inexact = d == d && widened != d;
+    const uint32_t toward_zero = u - (fabs(widened) > fabs(d) ? 1u : 0u);
+    const uint32_t odd = inexact ? toward_zero | 1u : u;
+    float rounded_to_odd;
+    memcpy(&rounded_to_odd, &odd, sizeof rounded_to_odd);
+    return eq_f32_to_bf16(rounded_to_odd);
+}
 
 /* Round a value to what `bf16` can hold, as a float: round-trip through the 16-bit form. */
 static inline float eq_round_bf16(float f) { return eq_bf16_to_f32(eq_f32_to_bf16(f)); }
