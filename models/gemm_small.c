@@ -27,7 +27,7 @@
         if (rn == ROWS) {                                                                                       \
             for (int64_t k = 0; k < K; k++) {                                                                   \
                 const T *b = bt + k * N;                                                                        \
-                for (int r = 0; r < ROWS; r++) {                                                                \
+                _Pragma("GCC unroll 4") for (int r = 0; r < ROWS; r++) {                                        \
                     const T a = A[r * lda + k];                                                                 \
                     for (int j = 0; j < COLS; j++) acc[r][j] = FMA(a, b[j], acc[r][j]);                          \
                 }                                                                                               \
@@ -44,7 +44,7 @@
         for (int64_t r = 0; r < rn; r++) memcpy(C + r * ldc, acc[r], sizeof acc[r]);                           \
     }                                                                                                           \
     /* The columns past the last whole tile, one element at a time. */                                        \
-    static void name##_edge(int64_t M, int64_t jn, int64_t K, int64_t N, const T *A, int64_t lda, const T *bt, \
+    SMALL_CLONES static void name##_edge(int64_t M, int64_t jn, int64_t K, int64_t N, const T *A, int64_t lda, const T *bt, \
                             T *C, int64_t ldc)                                                                 \
     {                                                                                                           \
         for (int64_t i = 0; i < M; i++)                                                                         \
