@@ -236,7 +236,7 @@ static eq_status cpu_gemm_nt(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
 static const char *kernel_name(eq_dtype dt)
 {
     if (choose_kernel(dt) == KERNEL_BLAS)
-        return eq_gemm_blas_small_in_use(dt) ? "OpenBLAS (small GEMMs: its bits by models/gemm_small.c)"
+        return eq_gemm_blas_small_in_use(dt) ? "OpenBLAS (small GEMMs: fma kernel, probed)"
                                              : "OpenBLAS (small GEMMs padded)";
     return getenv("EQUIV_CPU_GEMM") ? "ordered C (EQUIV_CPU_GEMM)" : "ordered C (OpenBLAS failed the shape probe)";
 }

@@ -29,13 +29,11 @@ static int64_t padded_rows(int64_t M, int64_t N, int64_t K)
  * seen it agree with the padded call; set before any thread starts, read-only after. */
 static eq_gemm_small_fn *small_kernel[2];
 
-eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
-                       int64_t ldb, void *C, int64_t ldc)
+/* eq_gemm_blas by OpenBLAS alone, small GEMMs padded. */
+static eq_status padded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                             const void *B, int64_t ldb, void *C, int64_t ldc)
 {
     const int64_t rows = padded_rows(M, N, K);
-    eq_gemm_small_fn *small = small_kernel[dt == EQ_FP64];
-    if (rows > M && small != NULL && K >= 1 && K <= eq_gemm_small_max_k(dt))
-        return small(dt, M, N, K, A, lda, B, ldb, C, ldc);
     const size_t elem = eq_dtype_size(dt);
     const void *a = A;
     void *c = C;
@@ -67,6 +65,15 @@ eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void 
     free(a_pad);
     free(c_pad);
     return EQ_OK;
+}
+
+eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
+                       int64_t ldb, void *C, int64_t ldc)
+{
+    eq_gemm_small_fn *small = small_kernel[dt == EQ_FP64];
+    if (small != NULL && padded_rows(M, N, K) > M && K >= 1 && K <= eq_gemm_small_max_k(dt))
+        return small(dt, M, N, K, A, lda, B, ldb, C, ldc);
+    return padded_gemm(dt, M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 
@@ -127,7 +134,7 @@ int eq_gemm_small_agrees(eq_dtype dt, eq_gemm_small_fn *kernel)
         fill_probe_full(b, dt, N * ld, (uint32_t)(2 * s + 2));
         memset(want, 0, (size_t)(M * ldc) * elem);
         memset(got, 0, (size_t)(M * ldc) * elem);
-        agrees = eq_gemm_blas(dt, M, N, K, a, ld, b, ld, want, ldc) == EQ_OK &&
+        agrees = padded_gemm(dt, M, N, K, a, ld, b, ld, want, ldc) == EQ_OK &&
                  kernel(dt, M, N, K, a, ld, b, ld, got, ldc) == EQ_OK;
         for (int64_t r = 0; agrees && r < M; r++)
             agrees = memcmp(want + (size_t)(r * ldc) * elem, got + (size_t)(r * ldc) * elem, (size_t)N * elem) == 0;
@@ -139,8 +146,7 @@ int eq_gemm_small_agrees(eq_dtype dt, eq_gemm_small_fn *kernel)
 int eq_gemm_blas_enable_small(eq_dtype dt, eq_gemm_small_fn *kernel)
 {
     eq_gemm_small_fn **slot = &small_kernel[dt == EQ_FP64];
-    *slot = NULL; /* the probe compares with the padded call */
-    if (kernel != NULL && eq_gemm_small_agrees(dt, kernel)) *slot = kernel;
+    *slot = kernel != NULL && eq_gemm_small_agrees(dt, kernel) ? kernel : NULL;
     return *slot != NULL;
 }
 
