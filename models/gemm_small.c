@@ -6,7 +6,8 @@
 
 /* Each element is its own chain of fmas, in k order: vectorising over the columns of a row of C
  * (ROWS rows by COLS columns of accumulators at a time, B^T packed so a k step reads COLS
- * neighbours) changes which chains run side by side, never the order within one. fma rounds once
+ * neighbours, zero columns filling the last tile) changes which chains run side by side, never
+ * the order within one. fma rounds once
  * (it is exactly the rounded a*b+c), so the clone with FMA instructions and the one calling libm's
  * fma give the same bits; the project's -ffp-contract=off keeps the compiler from fusing anything
  * else. */
@@ -19,14 +20,14 @@
 #define ROWS 4
 
 #define DEFINE_SMALL_GEMM(name, T, FMA, COLS)                                                                  \
-    /* One tile: rows i0..i0+rn of C, columns j0..j0+COLS; bt is B^T [K, N]. */                             \
-    SMALL_CLONES static void name##_tile(int64_t rn, int64_t K, int64_t N, const T *A, int64_t lda,          \
-                                         const T *bt, T *C, int64_t ldc)                                       \
+    /* One tile: rows i0..i0+rn of C, columns j0..j0+cn (cn <= COLS); bt is B^T [K, ldbt]. */            \
+    SMALL_CLONES static void name##_tile(int64_t rn, int64_t cn, int64_t K, const T *A, int64_t lda,         \
+                                         const T *bt, int64_t ldbt, T *C, int64_t ldc)                         \
     {                                                                                                           \
         T acc[ROWS][COLS] = {{0}}; /* [rows of the tile, columns of the tile] */                               \
         if (rn == ROWS) {                                                                                       \
             for (int64_t k = 0; k < K; k++) {                                                                   \
-                const T *b = bt + k * N;                                                                        \
+                const T *b = bt + k * ldbt;                                                                     \
                 _Pragma("GCC unroll 4") for (int r = 0; r < ROWS; r++) {                                        \
                     const T a = A[r * lda + k];                                                                 \
                     for (int j = 0; j < COLS; j++) acc[r][j] = FMA(a, b[j], acc[r][j]);                          \
@@ -34,41 +35,31 @@
             }                                                                                                   \
         } else {                                                                                                \
             for (int64_t k = 0; k < K; k++) {                                                                   \
-                const T *b = bt + k * N;                                                                        \
+                const T *b = bt + k * ldbt;                                                                     \
                 for (int64_t r = 0; r < rn; r++) {                                                              \
                     const T a = A[r * lda + k];                                                                 \
                     for (int j = 0; j < COLS; j++) acc[r][j] = FMA(a, b[j], acc[r][j]);                          \
                 }                                                                                               \
             }                                                                                                   \
         }                                                                                                       \
-        for (int64_t r = 0; r < rn; r++) memcpy(C + r * ldc, acc[r], sizeof acc[r]);                           \
-    }                                                                                                           \
-    /* The columns past the last whole tile, one element at a time. */                                        \
-    SMALL_CLONES static void name##_edge(int64_t M, int64_t jn, int64_t K, int64_t N, const T *A, int64_t lda, const T *bt, \
-                            T *C, int64_t ldc)                                                                 \
-    {                                                                                                           \
-        for (int64_t i = 0; i < M; i++)                                                                         \
-            for (int64_t j = 0; j < jn; j++) {                                                                  \
-                T acc = 0;                                                                                      \
-                for (int64_t k = 0; k < K; k++) acc = FMA(A[i * lda + k], bt[k * N + j], acc);                 \
-                C[i * ldc + j] = acc;                                                                           \
-            }                                                                                                   \
+        for (int64_t r = 0; r < rn; r++) memcpy(C + r * ldc, acc[r], (size_t)cn * sizeof acc[r][0]);          \
     }                                                                                                           \
     static eq_status name(int64_t M, int64_t N, int64_t K, const T *A, int64_t lda, const T *B, int64_t ldb,   \
                           T *C, int64_t ldc)                                                                   \
     {                                                                                                           \
-        T *bt = malloc((size_t)(K * N + 1) * sizeof *bt); /* B^T [K, N] */                                    \
+        /* B^T [K, ldbt], its columns past N zero: the last tile is computed whole, stored in part. */      \
+        const int64_t ldbt = (N + COLS - 1) / COLS * COLS;                                                      \
+        T *bt = calloc((size_t)(K * ldbt + 1), sizeof *bt);                                                     \
         if (bt == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "small GEMM: no memory for B^T [%lld, %lld]",             \
-                                       (long long)K, (long long)N);                                            \
+                                       (long long)K, (long long)ldbt);                                         \
         for (int64_t j = 0; j < N; j++)                                                                         \
-            for (int64_t k = 0; k < K; k++) bt[k * N + j] = B[j * ldb + k];                                     \
-        const int64_t whole = N - N % COLS;                                                                     \
+            for (int64_t k = 0; k < K; k++) bt[k * ldbt + j] = B[j * ldb + k];                                  \
         for (int64_t i0 = 0; i0 < M; i0 += ROWS) {                                                              \
             const int64_t rn = M - i0 < ROWS ? M - i0 : ROWS;                                                   \
-            for (int64_t j0 = 0; j0 < whole; j0 += COLS)                                                        \
-                name##_tile(rn, K, N, A + i0 * lda, lda, bt + j0, C + i0 * ldc + j0, ldc);                        \
+            for (int64_t j0 = 0; j0 < N; j0 += COLS)                                                            \
+                name##_tile(rn, N - j0 < COLS ? N - j0 : COLS, K, A + i0 * lda, lda, bt + j0, ldbt,             \
+                            C + i0 * ldc + j0, ldc);                                                            \
         }                                                                                                       \
-        if (whole < N) name##_edge(M, N - whole, K, N, A, lda, bt + whole, C + whole, ldc);                    \
         free(bt);                                                                                               \
         return EQ_OK;                                                                                           \
     }
