@@ -3,7 +3,10 @@
  * Kernels, per precision (fp32 for fp32 and bf16, fp64), chosen once at first use:
  *   blas    OpenBLAS (models/gemm_blas.c), where its shape-invariance probe passes (SKYLAKEX);
  *   ordered a plain C GEMM with a fixed order (models/gemm_ordered.c), where it fails (Haswell).
- * EQUIV_CPU_GEMM=blas or =ordered forces one (to compare them, or to test the ordered one). */
+ * Under blas, GEMMs too small for OpenBLAS's blocked kernels go to models/gemm_small.c where its
+ * probe shows it gives the same bits (else they are padded: models/gemm_blas.c).
+ * EQUIV_CPU_GEMM=blas or =ordered forces one (to compare them, or to test the ordered one);
+ * =padded forces blas with every small GEMM padded (to compare with the small kernel). */
 #include <cblas.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -31,8 +34,10 @@ static gemm_kernel choose_kernel(eq_dtype dt)
         const char *forced = getenv("EQUIV_CPU_GEMM");
         openblas_set_num_threads(1); /* see threaded_gemm() */
         if (forced != NULL && strcmp(forced, "ordered") == 0) *k = KERNEL_ORDERED;
-        else if (forced != NULL && strcmp(forced, "blas") == 0) *k = KERNEL_BLAS;
+        else if (forced != NULL && (strcmp(forced, "blas") == 0 || strcmp(forced, "padded") == 0)) *k = KERNEL_BLAS;
         else *k = eq_gemm_blas_shape_invariant(dt) ? KERNEL_BLAS : KERNEL_ORDERED;
+        const int padded = forced != NULL && strcmp(forced, "padded") == 0;
+        if (*k == KERNEL_BLAS && !padded) eq_gemm_blas_enable_small(dt, eq_gemm_small);
     }
     return *k;
 }
@@ -230,7 +235,9 @@ static eq_status cpu_gemm_nt(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
 
 static const char *kernel_name(eq_dtype dt)
 {
-    if (choose_kernel(dt) == KERNEL_BLAS) return "OpenBLAS";
+    if (choose_kernel(dt) == KERNEL_BLAS)
+        return eq_gemm_blas_small_in_use(dt) ? "OpenBLAS (small GEMMs: fma kernel, probed)"
+                                             : "OpenBLAS (small GEMMs padded)";
     return getenv("EQUIV_CPU_GEMM") ? "ordered C (EQUIV_CPU_GEMM)" : "ordered C (OpenBLAS failed the shape probe)";
 }
 

@@ -6,13 +6,16 @@
 #include <string.h>
 
 #include "harness/base/phase_time.h"
+#include "models/gemm_small.h"
 
 /* Shape invariance. A layout changes the M (data parallel) or N (column parallel) of a GEMM,
  * never the K of an output element, so the harness needs each element's reduction order to
  * depend on K alone. OpenBLAS's blocked SKYLAKEX kernels give that; its small-matrix kernels,
  * taken when M*N*K <= 100^3 (kernel/x86_64/sgemm_small_kernel_permit_skylakex.c and its dgemm
  * twin), sum in another order. So a small GEMM gets zero rows appended to A until it is past that threshold: the extra
- * rows of C are dropped, the real rows are computed by the blocked kernels. */
+ * rows of C are dropped, the real rows are computed by the blocked kernels. Padding can cost 100
+ * times the real work, so where eq_gemm_blas_enable_small's probe has passed, a small GEMM whose K
+ * fits one panel goes to models/gemm_small.c instead, which computes the blocked kernels' bits. */
 #define SMALL_PATH_MNK 1000000.0
 
 static int64_t padded_rows(int64_t M, int64_t N, int64_t K)
@@ -22,8 +25,13 @@ static int64_t padded_rows(int64_t M, int64_t N, int64_t K)
     return (int64_t)(SMALL_PATH_MNK / per_row) + 1;
 }
 
-eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
-                       int64_t ldb, void *C, int64_t ldc)
+/* The kernel that stands in for padding (fp32, fp64), NULL until eq_gemm_blas_enable_small has
+ * seen it agree with the padded call; set before any thread starts, read-only after. */
+static eq_gemm_small_fn *small_kernel[2];
+
+/* eq_gemm_blas by OpenBLAS alone, small GEMMs padded. */
+static eq_status padded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                             const void *B, int64_t ldb, void *C, int64_t ldc)
 {
     const int64_t rows = padded_rows(M, N, K);
     const size_t elem = eq_dtype_size(dt);
@@ -59,6 +67,15 @@ eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void 
     return EQ_OK;
 }
 
+eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
+                       int64_t ldb, void *C, int64_t ldc)
+{
+    eq_gemm_small_fn *small = small_kernel[dt == EQ_FP64];
+    if (small != NULL && padded_rows(M, N, K) > M && K >= 1 && K <= eq_gemm_small_max_k(dt))
+        return small(dt, M, N, K, A, lda, B, ldb, C, ldc);
+    return padded_gemm(dt, M, N, K, A, lda, B, ldb, C, ldc);
+}
+
 
 /* Fills x with values in [-1, 1) from a fixed LCG (Numerical Recipes' constants): the probe needs
  * data, not quality. */
@@ -70,6 +87,72 @@ static void fill_probe(void *x, eq_dtype dt, int64_t n, uint32_t seed)
         if (dt == EQ_FP64) ((double *)x)[i] = v;
         else ((float *)x)[i] = (float)v;
     }
+}
+
+/* As fill_probe, every 7th value zero, and fp64 values carrying 47 significant bits: with 24-bit
+ * inputs, fp64 products are exact and short sums nearly so, so two summation orders would agree
+ * and the probe would prove nothing. */
+static void fill_probe_full(void *x, eq_dtype dt, int64_t n, uint32_t seed)
+{
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        double v = (double)(seed >> 8) * 0x1p-23 - 1.0;
+        seed = seed * 1664525u + 1013904223u;
+        if (dt == EQ_FP64) v += (double)(seed >> 8) * 0x1p-47;
+        if (i % 7 == 3) v = 0.0;
+        if (dt == EQ_FP64) ((double *)x)[i] = v;
+        else ((float *)x)[i] = (float)v;
+    }
+}
+
+/* Why the small kernel may replace padding. Padding exists only to reach OpenBLAS's blocked
+ * kernels, and what those compute for a K within one panel is one fma chain per element in k order
+ * (models/gemm_small.h): a property of this OpenBLAS build and this CPU's kernel, not a promise.
+ * So it is checked here, on this machine, before the kernel is used: random data (zeros included,
+ * full fp64 mantissas), K from 1 through the panel limit and the limit itself, M and N at, below
+ * and past the kernel's tile widths, and strided operands; every element of C must equal the
+ * padded OpenBLAS call's bit for bit. A summation order that differed would show in a few elements
+ * at least; on any mismatch the padding stays. */
+int eq_gemm_small_agrees(eq_dtype dt, eq_gemm_small_fn *kernel)
+{
+    const int64_t max_k = eq_gemm_small_max_k(dt);
+    const int64_t shapes[][3] = {
+        /* M, N, K */
+        {1, 1, 1}, {3, 5, 2}, {4, 16, 3}, {5, 17, 7}, {2, 33, 16}, {7, 9, 31}, {8, 48, 64}, {1, 40, 100},
+        {9, 24, 127}, {12, 64, 128}, {6, 20, 255}, {3, 70, 256}, {4, 31, max_k - 1}, {5, 32, max_k},
+    };
+    enum { PAD = 3 }; /* extra elements per row of A, B and C: strided operands */
+    const size_t elem = eq_dtype_size(dt);
+    const size_t most_ab = (size_t)72 * (EQ_GEMM_SMALL_MAX_K_F32 + PAD), most_c = (size_t)12 * (72 + PAD);
+    char *a = malloc(most_ab * elem), *b = malloc(most_ab * elem);
+    char *want = malloc(most_c * elem), *got = malloc(most_c * elem);
+    int agrees = a && b && want && got;
+    for (size_t s = 0; agrees && s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        const int64_t ld = K + (s % 2 ? PAD : 0), ldc = N + (s % 2 ? PAD : 0);
+        fill_probe_full(a, dt, M * ld, (uint32_t)(2 * s + 1));
+        fill_probe_full(b, dt, N * ld, (uint32_t)(2 * s + 2));
+        memset(want, 0, (size_t)(M * ldc) * elem);
+        memset(got, 0, (size_t)(M * ldc) * elem);
+        agrees = padded_gemm(dt, M, N, K, a, ld, b, ld, want, ldc) == EQ_OK &&
+                 kernel(dt, M, N, K, a, ld, b, ld, got, ldc) == EQ_OK;
+        for (int64_t r = 0; agrees && r < M; r++)
+            agrees = memcmp(want + (size_t)(r * ldc) * elem, got + (size_t)(r * ldc) * elem, (size_t)N * elem) == 0;
+    }
+    free(a), free(b), free(want), free(got);
+    return agrees;
+}
+
+int eq_gemm_blas_enable_small(eq_dtype dt, eq_gemm_small_fn *kernel)
+{
+    eq_gemm_small_fn **slot = &small_kernel[dt == EQ_FP64];
+    *slot = kernel != NULL && eq_gemm_small_agrees(dt, kernel) ? kernel : NULL;
+    return *slot != NULL;
+}
+
+int eq_gemm_blas_small_in_use(eq_dtype dt)
+{
+    return small_kernel[dt == EQ_FP64] != NULL;
 }
 
 int eq_gemm_blas_shape_invariant(eq_dtype dt)

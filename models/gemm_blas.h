@@ -7,6 +7,7 @@
 
 #include "harness/base/status.h"
 #include "harness/base/tensor.h"
+#include "models/gemm_small.h"
 
 /* C[M,N] (ldc) = A[M,K] (lda) * B[N,K]^T (ldb) in fp32 or fp64, on the calling thread. */
 eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
@@ -15,5 +16,17 @@ eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void 
 /* 1 if a GEMM over a block of rows, and one over a block of columns, reproduce the full GEMM's
  * elements bit for bit with the kernels OpenBLAS picked on this machine (fp32 or fp64). */
 int eq_gemm_blas_shape_invariant(eq_dtype dt);
+
+/* 1 if kernel gives the bits of eq_gemm_blas's padded small GEMMs (fp32 or fp64) on this machine,
+ * over a set of shapes covering K = 1 .. eq_gemm_small_max_k(dt); see gemm_blas.c. */
+int eq_gemm_small_agrees(eq_dtype dt, eq_gemm_small_fn *kernel);
+
+/* Runs that probe and, if it passes, has eq_gemm_blas hand each GEMM it would pad (M*N*K <= 100^3)
+ * with 1 <= K <= eq_gemm_small_max_k(dt) to kernel instead; else (or with kernel NULL) it pads, as
+ * before. Returns 1 if kernel is in use. Call before any thread runs a GEMM. */
+int eq_gemm_blas_enable_small(eq_dtype dt, eq_gemm_small_fn *kernel);
+
+/* 1 if eq_gemm_blas hands small GEMMs to a small kernel (fp32 or fp64). */
+int eq_gemm_blas_small_in_use(eq_dtype dt);
 
 #endif
