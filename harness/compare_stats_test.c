@@ -1,0 +1,290 @@
+/* The comparison's statistics on large tensors (harness/compare_stats.c, compare_median.c): the
+ * median by quickselect and by histogram against a full sort, the shortcut for identical tensors
+ * against the full loop, one changed element found in any block, the first index of a maximum,
+ * and the same metrics for every thread count. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/base/bf16.h"
+#include "harness/base/testing.h"
+#include "harness/compare.h"
+#include "harness/compare_fixtures.h"
+
+/* Median by quickselect against a full sort, on many values with ties. */
+static void test_median_large(void)
+{
+    for (int64_t n = 10000; n <= 10001; n++) {
+        eq_tensor ref, test;
+        EQ_EXPECT_OK(eq_tensor_init(&ref, EQ_FP64, 1, &n));
+        EQ_EXPECT_OK(eq_tensor_init(&test, EQ_FP64, 1, &n));
+        double *sorted = malloc((size_t)n * sizeof *sorted);
+        uint64_t state = 99;
+        for (int64_t i = 0; i < n; i++) {
+            state = state * 6364136223846793005u + 1442695040888963407u;
+            double v = (double)(state >> 40 & 1023) / 64.0; /* 1024 distinct values: many ties */
+            ((double *)test.data)[i] = (i % 3 == 0) ? 0.0 : v;
+            sorted[i] = ((double *)test.data)[i];
+        }
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+        double want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        eq_metrics m = compare(&ref, &test, &tol_zero);
+        EQ_EXPECT(m.median_abs == want, "n %lld: median %g, want %g", (long long)n, m.median_abs, want);
+        free(sorted);
+        eq_tensor_free(&ref);
+        eq_tensor_free(&test);
+    }
+}
+
+
+/* The shortcut for tensors with the same bits gives what the full loop gives, field for field, on
+ * tensors with NaN, +-Inf, +-0, subnormals, huge and ordinary values, in each dtype and against a
+ * coarser run dtype; all-zero and all-NaN tensors too. A tensor one bit away takes the full loop. */
+static void test_identical_shortcut(void)
+{
+    static const eq_tolerance tol = {"t", 1e-3, 1e-2, "test", EQ_ATOL_REF_RMS};
+    const eq_dtype dtypes[] = {EQ_BF16, EQ_FP32, EQ_FP64};
+    for (size_t d = 0; d < 3; d++) {
+        eq_tensor a, b, zeros, nans;
+        make_values(&a, dtypes[d], 37, 29, 99 + d);
+        const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-40, -3e38, 2.5, -1e-3, 7.0};
+        for (int k = 0; k < 10; k++) eq_tensor_set(&a, 13 * k + 5, specials[k]);
+        EQ_EXPECT_OK(eq_tensor_clone(&b, &a));
+        const eq_dtype runs[] = {dtypes[d], EQ_BF16};
+        for (int r = 0; r < 2; r++) {
+            eq_metrics fast, full;
+            EQ_EXPECT_OK(eq_compare_tensors_of_run(&a, &b, &tol, runs[r], &fast));
+            EQ_EXPECT_OK(eq_compare_tensors_full(&a, &b, &tol, runs[r], &full));
+            EQ_EXPECT(same_metrics(&fast, &full), "%s (run %s): shortcut metrics differ from the full loop's",
+                      eq_dtype_name(dtypes[d]), eq_dtype_name(runs[r]));
+            EQ_EXPECT(fast.n_differ == 0 && fast.nan_ref == 1 && fast.inf_ref == 2 && fast.n_mean_ratio > 0,
+                      "%s: n_differ %lld nan %lld inf %lld", eq_dtype_name(dtypes[d]), (long long)fast.n_differ,
+                      (long long)fast.nan_ref, (long long)fast.inf_ref);
+        }
+        /* one bit away: the full loop, which sees it */
+        if (dtypes[d] == EQ_BF16) ((uint16_t *)b.data)[100] ^= 1u;
+        else if (dtypes[d] == EQ_FP32) ((uint32_t *)b.data)[100] ^= 1u;
+        else ((uint64_t *)b.data)[100] ^= 1u;
+        eq_metrics one;
+        EQ_EXPECT_OK(eq_compare_tensors_of_run(&a, &b, &tol, dtypes[d], &one));
+        EQ_EXPECT(one.n_differ == 1 && one.max_abs > 0.0 && one.argmax == 100, "%s one bit: n_differ %lld argmax %lld",
+                  eq_dtype_name(dtypes[d]), (long long)one.n_differ, (long long)one.argmax);
+        /* all zeros (cosine 1, rms 0) and all NaN (nothing finite) */
+        EQ_EXPECT_OK(eq_tensor_init_2d(&zeros, dtypes[d], 3, 5));
+        EQ_EXPECT_OK(eq_tensor_init_2d(&nans, dtypes[d], 3, 5));
+        for (int64_t i = 0; i < 15; i++) eq_tensor_set(&nans, i, NAN);
+        const eq_tensor *edge[] = {&zeros, &nans};
+        for (int e = 0; e < 2; e++) {
+            eq_metrics fast, full;
+            EQ_EXPECT_OK(eq_compare_tensors_of_run(edge[e], edge[e], &tol, dtypes[d], &fast));
+            EQ_EXPECT_OK(eq_compare_tensors_full(edge[e], edge[e], &tol, dtypes[d], &full));
+            EQ_EXPECT(same_metrics(&fast, &full), "%s %s: shortcut metrics differ", eq_dtype_name(dtypes[d]),
+                      e ? "all NaN" : "all zero");
+        }
+        eq_tensor_free(&a);
+        eq_tensor_free(&b);
+        eq_tensor_free(&zeros);
+        eq_tensor_free(&nans);
+    }
+}
+
+/* A large bf16 tensor of O(1) values (a tail past the last full block of 4096 and of 4 lanes), a
+ * copy with rounding-sized changes in about half its elements. */
+#define LARGE_N 300007
+static void make_large_pair(eq_tensor *ref, eq_tensor *test, uint64_t seed)
+{
+    make_values(ref, EQ_BF16, 1, LARGE_N, seed);
+    EQ_EXPECT_OK(eq_tensor_clone(test, ref));
+    uint64_t state = seed;
+    for (int64_t i = 0; i < LARGE_N; i++) {
+        state = state * 6364136223846793005u + 1442695040888963407u;
+        uint16_t *bits = (uint16_t *)test->data + i;
+        const unsigned step = (unsigned)(state >> 61); /* 0..3: unchanged; 4..7: 1 to 4 bf16 steps */
+        if (step >= 4) *bits = (uint16_t)(*bits + (step == 7 ? -1 : (int)step - 3));
+    }
+}
+
+/* One element changed in a large tensor otherwise the same bits (the blocked bit comparison must
+ * take the full pass and find it): counted, the max |d| and its index, in a middle block and in the
+ * tail past the last full block. */
+static void test_large_one_element(void)
+{
+    const int64_t where[2] = {177777, LARGE_N - 2};
+    for (int k = 0; k < 2; k++) {
+        eq_tensor ref, test;
+        make_values(&ref, EQ_BF16, 1, LARGE_N, 5);
+        EQ_EXPECT_OK(eq_tensor_clone(&test, &ref));
+        const double was = eq_tensor_get(&ref, where[k]);
+        eq_tensor_set(&test, where[k], was + 0.5); /* bf16: |was| < 8 so the step is exact */
+        const double d = fabs(eq_tensor_get(&test, where[k]) - was);
+        eq_metrics m = compare(&ref, &test, &tol_bf16);
+        EQ_EXPECT(m.n_differ == 1 && m.argmax == where[k] && m.max_abs == d && d > 0.0,
+                  "one element at %lld: n_differ %lld, max %g at %lld, want %g", (long long)where[k],
+                  (long long)m.n_differ, m.max_abs, (long long)m.argmax, d);
+        EQ_EXPECT(m.median_abs == 0.0 && m.n_finite == LARGE_N, "one element: median %g", m.median_abs);
+        eq_tensor_free(&ref), eq_tensor_free(&test);
+    }
+}
+
+/* The median over the histogram path (more than 65536 elements) against a full sort: many
+ * distinct |d| in the bin that holds it, an odd and an even count, and |d| of a single value. */
+static void test_median_histogram(void)
+{
+    for (int64_t n = 200000; n <= 200001; n++) {
+        eq_tensor ref, test;
+        EQ_EXPECT_OK(eq_tensor_init(&ref, EQ_FP64, 1, &n));
+        EQ_EXPECT_OK(eq_tensor_init(&test, EQ_FP64, 1, &n));
+        double *sorted = malloc((size_t)n * sizeof *sorted);
+        uint64_t state = 31;
+        for (int64_t i = 0; i < n; i++) {
+            state = state * 6364136223846793005u + 1442695040888963407u;
+            /* |d| in [1, 1.0625) (one bin of 16 per octave) for most, zeros and larger ones around */
+            const double v = i % 5 == 0 ? 0.0 : i % 5 == 1 ? 4.0 + (double)(state >> 40) : 1.0 + (double)(state >> 11) * 0x1p-57;
+            ((double *)test.data)[i] = i % 2 ? v : -v;
+            sorted[i] = v;
+        }
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+        double want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        eq_metrics m = compare(&ref, &test, &tol_zero);
+        EQ_EXPECT(m.median_abs == want, "n %lld: median %.17g, want %.17g", (long long)n, m.median_abs, want);
+        /* every |d| the same nonzero value: one bin, one value */
+        for (int64_t i = 0; i < n; i++) ((double *)test.data)[i] = i % 3 ? 0.375 : -0.375;
+        m = compare(&ref, &test, &tol_zero);
+        EQ_EXPECT(m.median_abs == 0.375, "one value: median %g", m.median_abs);
+        /* one bin ([1, 1.0625)) of two values, half and half, so that the middle two are the last
+         * of one and the first of the other: a in the first half but its first element, b in the
+         * second but its first (each value met after the other in each half, and each half a
+         * different worker's where there are 2: the counts of the least and largest restart) */
+        const double two[2][2] = {{1.0, 1.03125}, {1.03125, 1.0}};
+        for (int c = 0; c < 2; c++) {
+            for (int64_t i = 0; i < n; i++) {
+                const int first_half = i < n / 2, swapped = i == 0 || i == n / 2;
+                ((double *)test.data)[i] = sorted[i] = two[c][first_half != swapped];
+            }
+            qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+            want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+            m = compare(&ref, &test, &tol_zero);
+            EQ_EXPECT(m.median_abs == want, "two values: median %.17g, want %.17g", m.median_abs, want);
+        }
+        /* the same two values, the smaller alone in the first worker's blocks where 2 share them
+         * (blocks [0, blocks / 2) of 4096), the larger in the second's after n / 2 - split zeros,
+         * so that the middle two are again the last of one and the first of the other: the
+         * combined count of the least is the first worker's alone */
+        const int64_t split = (n + 4095) / 4096 / 2 * 4096;
+        for (int64_t i = 0; i < n; i++)
+            ((double *)test.data)[i] = sorted[i] = i < split ? 1.0 : i < n / 2 ? 0.0 : 1.03125;
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+        want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        m = compare(&ref, &test, &tol_zero);
+        EQ_EXPECT(m.median_abs == want, "two values apart: median %.17g, want %.17g", m.median_abs, want);
+        /* three values, the middle two ranks the last of the middle value (selected among the
+         * bin's values): the largest met after the middle one restarts its count */
+        for (int64_t i = 0; i < n; i++)
+            ((double *)test.data)[i] = sorted[i] = i == 0 ? 1.0 : i <= 100000 ? 1.015625 : 1.03125;
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+        want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        m = compare(&ref, &test, &tol_zero);
+        EQ_EXPECT(m.median_abs == want, "three values: median %.17g, want %.17g", m.median_abs, want);
+        free(sorted);
+        eq_tensor_free(&ref), eq_tensor_free(&test);
+    }
+}
+
+/* The first index of the max |d| when it occurs in several blocks, and mean |d| against an
+ * independent long double sum. */
+static void test_large_argmax_and_sums(void)
+{
+    eq_tensor ref, test;
+    make_large_pair(&ref, &test, 17);
+    const int64_t at[3] = {250001, 70000, 299999}; /* the same largest |d| at three places */
+    for (int k = 0; k < 3; k++) eq_tensor_set(&ref, at[k], 1.0), eq_tensor_set(&test, at[k], 17.0); /* bf16 numbers */
+    long double sum_abs = 0.0L;
+    double max_abs = 0.0;
+    for (int64_t i = 0; i < LARGE_N; i++) {
+        const double d = fabs(eq_tensor_get(&test, i) - eq_tensor_get(&ref, i));
+        sum_abs += d;
+        max_abs = d > max_abs ? d : max_abs;
+    }
+    eq_metrics m = compare(&ref, &test, &tol_bf16);
+    EQ_EXPECT(m.argmax == 70000 && m.max_abs == 16.0 && max_abs == 16.0, "max %g at %lld, want 16 first at 70000",
+              m.max_abs, (long long)m.argmax);
+    EXPECT_NEAR(m.mean_abs, (double)(sum_abs / LARGE_N), 1e-13);
+    eq_tensor_free(&ref), eq_tensor_free(&test);
+}
+
+/* Every metric's bytes for large pairs on each path (same bits, rounding changes, NaN and Inf in
+ * a block, fp32 with a scale, fp64 with full-precision |d| whose sums round, so that an order of
+ * summation that followed the threads would show): printed in hex by `compare_test --digest`. */
+static void print_digest(FILE *out)
+{
+    static const eq_tolerance tol = {"t", 1e-3, 1e-2, "test", EQ_ATOL_REF_RMS};
+    eq_tensor ref, test;
+    for (int path = 0; path < 5; path++) {
+        make_large_pair(&ref, &test, 40 + (uint64_t)path);
+        if (path == 0) memcpy(test.data, ref.data, eq_tensor_bytes(&ref));
+        if (path == 2) eq_tensor_set(&test, 123456, NAN), eq_tensor_set(&ref, 4097, INFINITY);
+        if (path == 3) {
+            eq_tensor_free(&ref), eq_tensor_free(&test);
+            make_values(&ref, EQ_FP32, 1, LARGE_N, 9);
+            EQ_EXPECT_OK(eq_tensor_clone(&test, &ref));
+            for (int64_t i = 0; i < LARGE_N; i++) eq_tensor_set(&test, i, eq_tensor_get(&ref, i) * (1.0 + 0x1p-20 * (double)(i % 7)));
+        }
+        if (path == 4) {
+            eq_tensor_free(&ref), eq_tensor_free(&test);
+            make_values(&ref, EQ_FP64, 1, LARGE_N, 11);
+            make_values(&test, EQ_FP64, 1, LARGE_N, 12);
+            for (int64_t i = 0; i < LARGE_N; i++) /* |d| over 30 octaves: which bits a sum keeps depends on its order */
+                eq_tensor_set(&test, i, eq_tensor_get(&ref, i) + ldexp(1e-9 * eq_tensor_get(&test, i), (int)(i * 7 % 30)));
+        }
+        eq_metrics m;
+        EQ_EXPECT_OK(eq_compare_tensors_of_run(&ref, &test, &tol, EQ_BF16, &m));
+        const unsigned char *bytes = (const unsigned char *)&m;
+        for (size_t i = 0; i < sizeof m; i++) fprintf(out, "%02x", bytes[i]);
+        fprintf(out, "\n");
+        eq_tensor_free(&ref), eq_tensor_free(&test);
+    }
+}
+
+/* The digest under EQUIV_THREADS=1 and 3 (this program again, by popen) and in this process: the
+ * same bytes (parallel.h: results independent of the thread count). */
+static void test_thread_count_invariance(const char *self)
+{
+    char digests[3][4096] = {{0}};
+    FILE *mine = tmpfile();
+    EQ_EXPECT(mine != NULL, "no temporary file");
+    if (mine == NULL) return;
+    print_digest(mine);
+    rewind(mine);
+    size_t got = fread(digests[2], 1, sizeof digests[2] - 1, mine);
+    fclose(mine);
+    EQ_EXPECT(got > 0 && got < sizeof digests[2] - 1, "digest of %zu bytes", got);
+    const char *threads[2] = {"1", "3"};
+    for (int k = 0; k < 2; k++) {
+        char command[1200];
+        snprintf(command, sizeof command, "EQUIV_THREADS=%s '%s' --digest", threads[k], self);
+        FILE *p = popen(command, "r");
+        EQ_EXPECT(p != NULL, "cannot run %s", command);
+        if (p == NULL) continue;
+        size_t n = fread(digests[k], 1, sizeof digests[k] - 1, p);
+        EQ_EXPECT(pclose(p) == 0 && n == got, "%s: %zu bytes, want %zu", command, n, got);
+    }
+    EQ_EXPECT(strcmp(digests[0], digests[1]) == 0, "metrics differ between EQUIV_THREADS=1 and 3");
+    EQ_EXPECT(strcmp(digests[0], digests[2]) == 0, "metrics differ between EQUIV_THREADS=1 and the default");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--digest") == 0) {
+        print_digest(stdout); /* failures on stderr, and the exit status */
+        return eq_test_failures == 0 ? 0 : 1;
+    }
+    (void)argc;
+    test_thread_count_invariance(argv[0]);
+    test_large_one_element();
+    test_median_histogram();
+    test_large_argmax_and_sums();
+    test_identical_shortcut();
+    test_median_large();
+    return eq_test_finish("compare_stats_test");
+}
