@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness/base/testing.h"
@@ -53,6 +54,14 @@ static inline int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) by a full sort (v sorted in place): the middle value, or the mean of the
+ * two middle ones when n is even, as compare.h defines it. */
+static inline double median_by_sort(double *v, int64_t n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Every field of two metrics the same (doubles by bits: NaN, -0 and 0 told apart). */

@@ -27,8 +27,7 @@ static void test_median_large(void)
             ((double *)test.data)[i] = (i % 3 == 0) ? 0.0 : v;
             sorted[i] = ((double *)test.data)[i];
         }
-        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
-        double want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        double want = median_by_sort(sorted, n);
         eq_metrics m = compare(&ref, &test, &tol_zero);
         EQ_EXPECT(m.median_abs == want, "n %lld: median %g, want %g", (long long)n, m.median_abs, want);
         free(sorted);
@@ -144,8 +143,7 @@ static void test_median_histogram(void)
             ((double *)test.data)[i] = i % 2 ? v : -v;
             sorted[i] = v;
         }
-        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
-        double want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        double want = median_by_sort(sorted, n);
         eq_metrics m = compare(&ref, &test, &tol_zero);
         EQ_EXPECT(m.median_abs == want, "n %lld: median %.17g, want %.17g", (long long)n, m.median_abs, want);
         /* every |d| the same nonzero value: one bin, one value */
@@ -162,8 +160,7 @@ static void test_median_histogram(void)
                 const int first_half = i < n / 2, swapped = i == 0 || i == n / 2;
                 ((double *)test.data)[i] = sorted[i] = two[c][first_half != swapped];
             }
-            qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
-            want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+            want = median_by_sort(sorted, n);
             m = compare(&ref, &test, &tol_zero);
             EQ_EXPECT(m.median_abs == want, "two values: median %.17g, want %.17g", m.median_abs, want);
         }
@@ -174,16 +171,14 @@ static void test_median_histogram(void)
         const int64_t split = (n + 4095) / 4096 / 2 * 4096;
         for (int64_t i = 0; i < n; i++)
             ((double *)test.data)[i] = sorted[i] = i < split ? 1.0 : i < n / 2 ? 0.0 : 1.03125;
-        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
-        want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        want = median_by_sort(sorted, n);
         m = compare(&ref, &test, &tol_zero);
         EQ_EXPECT(m.median_abs == want, "two values apart: median %.17g, want %.17g", m.median_abs, want);
         /* three values, the middle two ranks the last of the middle value (selected among the
          * bin's values): the largest met after the middle one restarts its count */
         for (int64_t i = 0; i < n; i++)
             ((double *)test.data)[i] = sorted[i] = i == 0 ? 1.0 : i <= 100000 ? 1.015625 : 1.03125;
-        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
-        want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        want = median_by_sort(sorted, n);
         m = compare(&ref, &test, &tol_zero);
         EQ_EXPECT(m.median_abs == want, "three values: median %.17g, want %.17g", m.median_abs, want);
         free(sorted);
