@@ -18,9 +18,7 @@ static const char *write_case(const char *name, const char *text)
 {
     static char path[512];
     snprintf(path, sizeof path, "%s/%s.ini", temp_dir, name);
-    FILE *fp = fopen(path, "w");
-    fputs(text, fp);
-    fclose(fp);
+    eq_test_write_text(path, text);
     return path;
 }
 

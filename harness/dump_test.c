@@ -153,12 +153,6 @@ static int file_exists(const char *path) { return access(path, F_OK) == 0; }
 /* Files, groups, datasets, named types and attributes still open: 0 after every dump call. */
 static long open_hdf5_objects(void) { return (long)H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL); }
 
-static void write_file(const char *path, const void *bytes, size_t n)
-{
-    FILE *fp = fopen(path, "wb");
-    EQ_EXPECT(fp != NULL && fwrite(bytes, 1, n, fp) == n && fclose(fp) == 0, "cannot write %s", path);
-}
-
 /* A read that must fail with EQ_ERR_INPUT, name the file (and `detail`), and leave cap empty. */
 static void expect_read_fails(const char *path, const char *detail)
 {
@@ -264,7 +258,7 @@ static void test_read_errors(void)
         x ^= x << 5;
         noise[i] = (unsigned char)x;
     }
-    write_file(in_dir("noise.h5", path, sizeof path), noise, sizeof noise);
+    eq_test_write_file(in_dir("noise.h5", path, sizeof path), noise, sizeof noise);
     expect_read_fails(path, "is not a readable HDF5 dump");
 
     /* The first 200 bytes of a valid dump: the superblock signature is there, the rest is not. */
@@ -275,7 +269,7 @@ static void test_read_errors(void)
     unsigned char head[200];
     EQ_EXPECT(fp != NULL && fread(head, 1, sizeof head, fp) == sizeof head, "cannot read %s", valid);
     if (fp != NULL) fclose(fp);
-    write_file(in_dir("truncated.h5", path, sizeof path), head, sizeof head);
+    eq_test_write_file(in_dir("truncated.h5", path, sizeof path), head, sizeof head);
     expect_read_fails(path, "is not a readable HDF5 dump");
 
     /* A valid HDF5 file with a /layers group but none of the root attributes: dp and tp are the

@@ -17,12 +17,7 @@ static char temp_dir[] = "/tmp/equiv_tolerance_XXXXXX";
 static const char *write_temp(const char *name, const char *text, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/%s", temp_dir, name);
-    FILE *f = fopen(buf, "w");
-    EQ_EXPECT(f != NULL, "cannot write %s", buf);
-    if (f != NULL) {
-        fputs(text, f);
-        fclose(f);
-    }
+    eq_test_write_text(buf, text);
     return buf;
 }
 

@@ -92,8 +92,7 @@ static const char *write_file(const char *name, const char *contents)
     if (n_written == MAX_FILES) abort();
     char *path = written[n_written++];
     snprintf(path, sizeof written[0], "%s/%s", scratch, name);
-    FILE *f = fopen(path, "w");
-    if (f == NULL || fputs(contents, f) == EOF || fclose(f) != 0) abort();
+    if (!eq_test_write_text(path, contents)) abort();
     return path;
 }
 

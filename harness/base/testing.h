@@ -11,7 +11,9 @@
 #define EQUIV_HARNESS_BASE_TESTING_H
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 static int eq_test_checks, eq_test_failures;
 
@@ -36,6 +38,22 @@ static int eq_test_checks, eq_test_failures;
         EQ_EXPECT(eq_test_st_ == EQ_OK, "%s (%s)", eq_error_message(), eq_error_where()); \
         eq_error_clear();                                                                  \
     } while (0)
+
+/* Writes n bytes to path (a fixture file), counted as a check: 1 when written and closed. */
+static inline int eq_test_write_file(const char *path, const void *bytes, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    int ok = f != NULL && fwrite(bytes, 1, n, f) == n;
+    if (f != NULL && fclose(f) != 0) ok = 0;
+    EQ_EXPECT(ok, "cannot write %s", path);
+    return ok;
+}
+
+/* The same for a text, its characters up to the terminating NUL. */
+static inline int eq_test_write_text(const char *path, const char *text)
+{
+    return eq_test_write_file(path, text, strlen(text));
+}
 
 static inline int eq_test_finish(const char *name)
 {

@@ -95,15 +95,6 @@ static void remove_tensor(eq_matrix *m)
 
 static void rename_tensor(eq_matrix *m) { strcpy(find_result(m, 2, 2, "layers/00/out")->path, "layers/00/renamed"); }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    EQ_EXPECT(f != NULL, "cannot write %s", path);
-    if (f == NULL) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 static void expect_input_error(const char *path, const eq_matrix *m, const char *what)
 {
     int n = -1;
@@ -219,9 +210,9 @@ int main(int argc, char **argv)
     snprintf(other, sizeof other, "%s/missing.json", dir);
     expect_input_error(other, &m, "missing file");
     snprintf(other, sizeof other, "%s/corrupt.json", dir);
-    write_file(other, "{\"equiv_golden\": 1, \"case\": \"row_pa");
+    eq_test_write_text(other, "{\"equiv_golden\": 1, \"case\": \"row_pa");
     expect_input_error(other, &m, "corrupt file");
-    write_file(other, "{\"equiv_golden\": 1, \"case\": \"row_parallel\", \"size\": \"ci\", \"algorithm\": \"ring\", "
+    eq_test_write_text(other, "{\"equiv_golden\": 1, \"case\": \"row_parallel\", \"size\": \"ci\", \"algorithm\": \"ring\", "
                       "\"seed\": \"1234\", \"tensors\": [{\"dtype\": \"fp32\", \"path\": \"layers/00/out\"}]}\n");
     expect_input_error(other, &m, "incomplete tensor");
     eq_matrix reseeded = m;

@@ -268,15 +268,6 @@ static void expect_usage_error(const eq_matrix_options *opt, const char *what, c
     eq_error_clear();
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    EQ_EXPECT(f != NULL, "cannot write %s", path);
-    if (f == NULL) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 /* Two cases, the second with a layout that does not divide its sizes: nothing may run. */
 static void check_nothing_runs_before_checks(void)
 {
@@ -288,10 +279,10 @@ static void check_nothing_runs_before_checks(void)
     char text[512];
     snprintf(good, sizeof good, "%s/a_good.ini", dir);
     snprintf(text, sizeof text, body, "dp1-tp2");
-    write_file(good, text);
+    eq_test_write_text(good, text);
     snprintf(bad, sizeof bad, "%s/b_bad.ini", dir);
     snprintf(text, sizeof text, body, "dp1-tp3");
-    write_file(bad, text);
+    eq_test_write_text(bad, text);
     char *progress = NULL;
     size_t size = 0;
     FILE *out = open_memstream(&progress, &size);
