@@ -97,16 +97,23 @@ eq_status eq_backend_choice_find(const char *name, const eq_backend_choice **out
  * when there is none), or EQ_ERR_USAGE "equiv was built without CUDA". EQ_ERR_USAGE otherwise. */
 eq_status eq_backend_find(const char *name, const eq_backend **out);
 
-/* OpenBLAS picks its kernels when it is loaded, from OPENBLAS_CORETYPE. Debian's 0.3.21 does
- * not recognise AVX-512 on newer AMD CPUs and picks its AVX2 (Haswell) kernels, which are slower
- * and, as the column_parallel case shows, not invariant to how the output is split: a GEMM over
- * a slice of N or M may round differently from the full GEMM. The SKYLAKEX kernels are invariant
- * (checked by models/parallel_linear_test). So where the CPU has AVX-512 (F, BW, VL, DQ), this
- * sets OPENBLAS_CORETYPE=SKYLAKEX, also over a value inherited from the environment, and
- * re-executes the program with the same argv. EQUIV_OPENBLAS_CORETYPE=NAME picks another core on
- * purpose (e.g. Haswell, to see its kernels break column-parallel bit-exactness). Returns,
- * changing nothing, when the wanted core is already set or there is nothing to choose. Never
- * picks AVX-512 on a CPU without it. */
+/* OpenBLAS reads its environment once, when it is loaded, before main; so this sets two
+ * variables and re-executes the program with the same argv (returning, changing nothing, when
+ * both already hold or the exec fails):
+ * - OPENBLAS_CORETYPE, the kernels. Debian's 0.3.21 does not recognise AVX-512 on newer AMD CPUs
+ *   and picks its AVX2 (Haswell) kernels, which are slower and, as the column_parallel case shows,
+ *   not invariant to how the output is split: a GEMM over a slice of N or M may round differently
+ *   from the full GEMM. The SKYLAKEX kernels are invariant (checked by models/parallel_linear_test).
+ *   So where the CPU has AVX-512 (F, BW, VL, DQ): SKYLAKEX, also over a value inherited from the
+ *   environment. EQUIV_OPENBLAS_CORETYPE=NAME picks another core on purpose (e.g. Haswell, to see
+ *   its kernels break column-parallel bit-exactness). Never AVX-512 on a CPU without it.
+ * - OPENBLAS_NUM_THREADS=1, also over an inherited value: no thread pool at load. equiv threads its
+ *   GEMMs itself, one single-threaded OpenBLAS call per block (models/backend_cpu.c), and a pool
+ *   started at load only spins: each of its threads calls sched_yield for about 0.1 s before it
+ *   sleeps, two thirds of the CPU time of a ci-size run on 2 cores (row_parallel --tp 4: 0.085 s
+ *   with the pool, 0.029 s without) and more with more cores. A caller that wants OpenBLAS's own
+ *   threads (`equiv bench`'s SGEMM peak) asks openblas_set_num_threads(n), which starts them.
+ * Both stay in the environment: a child equiv (`equiv bench`'s workloads) starts without the exec. */
 void eq_cpu_prefer_avx512_openblas(char **argv);
 
 /* The CPU model ("AMD EPYC 9R14 96-Core Processor", from /proc/cpuinfo; "unknown" elsewhere). */

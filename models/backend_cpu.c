@@ -315,9 +315,13 @@ void eq_cpu_prefer_avx512_openblas(char **argv)
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
         want = "SKYLAKEX";
 #endif
-    const char *have = getenv("OPENBLAS_CORETYPE");
-    if (want == NULL || want[0] == '\0' || (have != NULL && strcasecmp(have, want) == 0)) return;
-    if (setenv("OPENBLAS_CORETYPE", want, 1) != 0) return;
+    if (want != NULL && want[0] == '\0') want = NULL;
+    const char *core = getenv("OPENBLAS_CORETYPE"), *threads = getenv("OPENBLAS_NUM_THREADS");
+    const int core_set = want == NULL || (core != NULL && strcasecmp(core, want) == 0);
+    const int threads_set = threads != NULL && strcmp(threads, "1") == 0;
+    if (core_set && threads_set) return;
+    if (want != NULL && setenv("OPENBLAS_CORETYPE", want, 1) != 0) return;
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0) return;
     execv("/proc/self/exe", argv);
-    /* exec failed (no /proc): carry on with the kernels OpenBLAS chose. */
+    /* exec failed (no /proc): carry on with the kernels and the threads OpenBLAS chose. */
 }
