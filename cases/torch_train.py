@@ -2,11 +2,10 @@
 
     torch_train.py WORK < JOBS     (JOBS: one run a line, "NAME ARGS...": tiny_megatron.py's arguments)
 
-Each run is what `tiny_megatron.py --out WORK/NAME ARGS...` does (the same parse_args and run, one
-process per rank, gloo), but its ranks are forked from this process, which imported torch once,
-instead of spawned fresh, each importing torch again (about a CPU second a process: a tp 4 run
-started from the command line is five imports). The command line's own spawn path is run by
-README.md's commands (cases/readme_test.sh). A run's output goes to WORK/NAME.log; a run that
+Each run is what `tiny_megatron.py --out WORK/NAME ARGS...` does (the same parse_args and launch,
+one process per rank forked from the launching process, gloo), but all runs are launched from this
+one process, which imported torch once (about a CPU second an import). The command line itself is
+run by README.md's commands (cases/readme_test.sh). A run's output goes to WORK/NAME.log; a run that
 fails is named with the end of its log, and the others still run. Exit status 1 if any failed.
 """
 import os
@@ -26,7 +25,7 @@ def train(work, name, argv):
     os.dup2(log, 1)
     os.dup2(log, 2)
     try:
-        tiny_megatron.launch(tiny_megatron.parse_args(["--out", os.path.join(work, name)] + argv), "fork")
+        tiny_megatron.launch(tiny_megatron.parse_args(["--out", os.path.join(work, name)] + argv))
         return True
     except SystemExit:  # bad arguments: argparse said why
         return False
