@@ -15,9 +15,9 @@ size=$(stat -c %s "$dump")
 offsets=$(seq "$first" "$stride" "$last"; for o in "$@"; do echo "$o"; done)
 # A damaged file can make libhdf5 loop (offset 2208 does): the reader's limit ends it, with one
 # error line and exit status 2, which this sweep accepts like any refusal. An intact read of this
-# 240 KB file takes ~20 ms, so 2 s costs no coverage, and a read slowed past it on a loaded machine
+# 240 KB file takes ~20 ms, so 1 s costs no coverage, and a read slowed past it on a loaded machine
 # is still a one-line refusal, not a failure; the looping child burns CPU until then.
-export EQUIV_READ_TIMEOUT_S=${EQUIV_READ_TIMEOUT_S:-2}
+export EQUIV_READ_TIMEOUT_S=${EQUIV_READ_TIMEOUT_S:-1}
 runs=0 failures=0 errors=0
 for off in $offsets; do
     cp "$dump" "$work/bad.h5"
