@@ -38,7 +38,7 @@ signal)
             sleep 0.1
         done
         [ -n "$(ls -A "$out")" ] || fail "SIG$sig: the run made no private folder"
-        sleep 1
+        sleep 0.3 # into the reference's first layers (what it wrote so far: its private folder)
         kill -s "$sig" "$pid"
         wait "$pid"
         status=$?
