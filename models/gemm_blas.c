@@ -71,7 +71,8 @@ eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void 
                        int64_t ldb, void *C, int64_t ldc)
 {
     eq_gemm_small_fn *small = small_kernel[dt == EQ_FP64];
-    if (small != NULL && padded_rows(M, N, K) > M && K >= 1 && K <= eq_gemm_small_max_k(dt))
+    if (small != NULL && padded_rows(M, N, K) > M && K >= EQ_GEMM_SMALL_MIN_NK && N >= EQ_GEMM_SMALL_MIN_NK &&
+        K <= eq_gemm_small_max_k(dt))
         return small(dt, M, N, K, A, lda, B, ldb, C, ldc);
     return padded_gemm(dt, M, N, K, A, lda, B, ldb, C, ldc);
 }
@@ -109,8 +110,8 @@ static void fill_probe_full(void *x, eq_dtype dt, int64_t n, uint32_t seed)
  * kernels, and what those compute for a K within one panel is one fma chain per element in k order
  * (models/gemm_small.h): a property of this OpenBLAS build and this CPU's kernel, not a promise.
  * So it is checked here, on this machine, before the kernel is used: random data (zeros included,
- * full fp64 mantissas), K from 1 through the panel limit and the limit itself, M and N at, below
- * and past the kernel's tile widths, and strided operands; every element of C must equal the
+ * full fp64 mantissas), K from EQ_GEMM_SMALL_MIN_NK through the panel limit and the limit itself,
+ * M and N at, below and past the kernel's tile widths, and strided operands; every element of C must equal the
  * padded OpenBLAS call's bit for bit. A summation order that differed would show in a few elements
  * at least; on any mismatch the padding stays. */
 int eq_gemm_small_agrees(eq_dtype dt, eq_gemm_small_fn *kernel)
@@ -118,8 +119,9 @@ int eq_gemm_small_agrees(eq_dtype dt, eq_gemm_small_fn *kernel)
     const int64_t max_k = eq_gemm_small_max_k(dt);
     const int64_t shapes[][3] = {
         /* M, N, K */
-        {1, 1, 1}, {3, 5, 2}, {4, 16, 3}, {5, 17, 7}, {2, 33, 16}, {7, 9, 31}, {8, 48, 64}, {1, 40, 100},
-        {9, 24, 127}, {12, 64, 128}, {6, 20, 255}, {3, 70, 256}, {4, 31, max_k - 1}, {5, 32, max_k},
+        {1, 8, 8},     {3, 9, 9},     {4, 12, 10},   {5, 14, 11},   {2, 15, 12},       {4, 16, 13},
+        {5, 17, 14},   {2, 33, 16},   {7, 9, 31},    {8, 48, 64},   {1, 40, 100},      {9, 24, 127},
+        {12, 64, 128}, {6, 20, 255},  {3, 70, 256},  {4, 31, max_k - 1}, {5, 32, max_k},
     };
     enum { PAD = 3 }; /* extra elements per row of A, B and C: strided operands */
     const size_t elem = eq_dtype_size(dt);

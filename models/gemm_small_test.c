@@ -141,7 +141,7 @@ static void check_dtype(eq_dtype dt)
 
     /* The fallback: with a plant refused, eq_gemm_blas pads (its bits are OpenBLAS's, not the
      * plant's); with the kernel accepted, eq_gemm_blas gives the same bits through it. */
-    enum { M = 5, N = 7, K = 33 };
+    enum { M = 5, N = 9, K = 33 }; /* N, K >= EQ_GEMM_SMALL_MIN_NK: the small kernel's shapes */
     const size_t elem = eq_dtype_size(dt);
     char a[M * K * 8], b[N * K * 8], want[M * N * 8], got[M * N * 8], planted[M * N * 8];
     fill(a, dt, M * K);
