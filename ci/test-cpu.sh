@@ -13,7 +13,7 @@ if [ "${1:-}" = --wrap ]; then # the wrapper: one test's command under /usr/bin/
     times=$(mktemp)
     /usr/bin/time -f '%e %U %S' -o "$times" "$@"
     status=$?
-    printf '%s\t%s\t%s\n' "$(tail -n 1 "$times")" "$status" "$*" >>"$EQUIV_CPU_LOG"
+    printf '%s\t%s\t%s\n' "$(tail -n 1 "$times")" "$status" "$(printf '%s' "$*" | tr '\n' ' ')" >>"$EQUIV_CPU_LOG" # one line
     rm -f "$times"
     exit "$status"
 fi
@@ -34,7 +34,7 @@ log, testlog, top = sys.argv[1], sys.argv[2], int(sys.argv[3])
 names = {}
 for line in open(testlog):
     t = json.loads(line)
-    names.setdefault(" ".join(t["command"][2:]), []).append(t["name"])  # [wrapper, --wrap, command...]
+    names.setdefault(" ".join(t["command"][2:]).replace("\n", " "), []).append(t["name"])  # [wrapper, --wrap, command...]
 rows = []
 for line in open(log):
     times, status, command = line.rstrip("\n").split("\t")
