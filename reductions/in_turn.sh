@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs jobs one after the other, as one test: the timed multi-process checks (collective limits of
-# 1 to 2 s), so that no two of them share the machine, while the test itself runs beside the rest
+# 1 to 1.5 s), so that no two of them share the machine, while the test itself runs beside the rest
 # of the suite instead of alone (meson's is_parallel: false stops every other test meanwhile).
 #   in_turn.sh LABEL COMMAND [ARGS...] [';' LABEL COMMAND [ARGS...]]...
 # Each job's output is kept, under a '== LABEL' line, then its outcome and wall time. Every job
