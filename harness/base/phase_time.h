@@ -28,7 +28,7 @@
  * Each phase also accumulates the process's CPU time (all threads, CLOCK_PROCESS_CPUTIME_ID)
  * while it is open: the GEMM share of CPU time.
  *
- * BLAS time: apart from the phases, every GEMM library call (cblas_sgemm, cblas_dgemm), on any
+ * BLAS time: apart from the phases, every GEMM library call (OpenBLAS's sgemm, dgemm), on any
  * thread and in any phase (the model's GEMMs and the rounding bound's), adds the CPU time of its
  * calling thread (CLOCK_THREAD_CPUTIME_ID) to "blas_cpu_seconds": what `perf` would attribute to
  * the BLAS library. equiv's runs call OpenBLAS with one thread per call (their blocks are the
