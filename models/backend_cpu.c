@@ -25,9 +25,9 @@
 typedef enum { KERNEL_UNCHOSEN = 0, KERNEL_BLAS, KERNEL_ORDERED } gemm_kernel;
 static gemm_kernel kernel_for[2]; /* [0] fp32 (and bf16), [1] fp64; set before any thread starts */
 
-/* The kernel for dt (*out), chosen at the first call; OpenBLAS is opened first (its probes need it
- * and so does ordered's describe), and a failure to open it is returned. */
-static eq_status choose_kernel(eq_dtype dt, gemm_kernel *out)
+/* Chooses the kernel for dt (kernel_for) at the first call, OpenBLAS opened first (the probes run
+ * on it): a failure to open it is returned. */
+static eq_status choose_kernel(eq_dtype dt)
 {
     gemm_kernel *k = &kernel_for[dt == EQ_FP64];
     if (*k == KERNEL_UNCHOSEN) {
@@ -41,7 +41,6 @@ static eq_status choose_kernel(eq_dtype dt, gemm_kernel *out)
         const int padded = forced != NULL && strcmp(forced, "padded") == 0;
         if (*k == KERNEL_BLAS && !padded) eq_gemm_blas_enable_small(dt, eq_gemm_small);
     }
-    *out = *k;
     return EQ_OK;
 }
 
@@ -105,8 +104,7 @@ static void run_gemm_rows(void *ctx, int64_t r0, int64_t r1)
 static eq_status threaded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
                               const void *B, int64_t ldb, void *C, int64_t ldc)
 {
-    gemm_kernel kernel;
-    eq_status st = choose_kernel(dt, &kernel);
+    eq_status st = choose_kernel(dt);
     if (st != EQ_OK) return st;
     gemm_rows g = {.dt = dt, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .A = A, .B = B, .C = C,
                    .failure = WORKER_FAILURE_INIT};
@@ -196,8 +194,7 @@ static void run_bf16_rows(void *ctx, int slot, int64_t r0, int64_t r1)
 static eq_status gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
                            int64_t ldb, uint16_t *C, int64_t ldc)
 {
-    gemm_kernel kernel;
-    eq_status st = choose_kernel(EQ_FP32, &kernel);
+    eq_status st = choose_kernel(EQ_FP32);
     if (st != EQ_OK) return st;
     pthread_mutex_lock(&bf16_lock);
     const int64_t rows = M < BF16_CHUNK_ROWS ? M : BF16_CHUNK_ROWS; /* of a chunk */
@@ -246,10 +243,10 @@ static eq_status cpu_gemm_nt(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
 
 static const char *kernel_name(eq_dtype dt)
 {
-    gemm_kernel kernel;
     /* describe() cannot fail: it says so, and the first GEMM returns the error */
-    if (eq_openblas_try_open() != NULL || choose_kernel(dt, &kernel) != EQ_OK) return "none (OpenBLAS not loaded)";
-    if (kernel == KERNEL_BLAS)
+    if (eq_openblas_try_open() != NULL) return "none (OpenBLAS not loaded)";
+    (void)choose_kernel(dt); /* OpenBLAS is open: it cannot fail */
+    if (kernel_for[dt == EQ_FP64] == KERNEL_BLAS)
         return eq_gemm_blas_small_in_use(dt) ? "OpenBLAS (small GEMMs: fma kernel, probed)"
                                              : "OpenBLAS (small GEMMs padded)";
     return getenv("EQUIV_CPU_GEMM") ? "ordered C (EQUIV_CPU_GEMM)" : "ordered C (OpenBLAS failed the shape probe)";

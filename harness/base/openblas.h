@@ -2,8 +2,8 @@
  *
  * equiv does not link OpenBLAS: it loads it with dlopen, once, after setting the two variables
  * OpenBLAS reads in its constructor when it is loaded (a linked OpenBLAS reads them before main,
- * so equiv used to set them and re-execute itself, 11 ms of CPU per start, and every start paid
- * for loading OpenBLAS, which `equiv --list` or `equiv compare` never use):
+ * so equiv used to set them and re-execute itself, loading OpenBLAS twice; `equiv --list`, which
+ * never uses it, took 21 ms of CPU, now 9):
  * - OPENBLAS_CORETYPE, the kernels. Debian's 0.3.21 does not recognise AVX-512 on newer AMD CPUs
  *   and picks its AVX2 (Haswell) kernels, which are slower and, as the column_parallel case shows,
  *   not invariant to how the output is split: a GEMM over a slice of N or M may round differently
