@@ -85,7 +85,7 @@ static inline void eq_phase_add_gemm_flops(int64_t M, int64_t N, int64_t K)
 
 /* Around one BLAS GEMM call, on any thread:
  *     const int64_t blas = eq_phase_blas_enter();
- *     cblas_sgemm(...);
+ *     eq_openblas.sgemm(...);
  *     eq_phase_blas_leave(blas); */
 static inline int64_t eq_phase_blas_enter(void) { return eq_phase_times_on ? eq_phase_blas_enter_slow() : 0; }
 static inline void eq_phase_blas_leave(int64_t mark)
