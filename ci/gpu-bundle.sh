@@ -14,9 +14,19 @@ rm -rf "$stage" && mkdir -p "$stage/build" "$stage/lib" "$stage/base"
 bins=(equiv backend_cuda_test ops_cuda_test fold_cuda_test nccl_transport_test gemm_cuda_bench)
 for b in "${bins[@]}"; do [ -x "$build/$b" ] && cp "$build/$b" "$stage/build/"; done
 [ -n "$base" ] && cp "$base" "$stage/base/equiv"
-# Every library the binaries load, except the C library's own, the driver's and the ones above.
+# OpenBLAS is opened with dlopen (harness/base/openblas.h), so ldd of the binaries does not show it:
+# the file the build found (EQUIV_OPENBLAS_PATH in equiv_config.h, named by its SONAME) goes in with
+# the libraries it loads; on the GPU machine equiv finds it by that SONAME on LD_LIBRARY_PATH.
+openblas=$(sed -n 's/^#define EQUIV_OPENBLAS_PATH "\(.*\)"$/\1/p' "$build/equiv_config.h")
+if [ ! -f "$openblas" ]; then
+    echo "gpu-bundle.sh: no OpenBLAS at '$openblas' (EQUIV_OPENBLAS_PATH in $build/equiv_config.h)" >&2
+    exit 1
+fi
+cp -L "$openblas" "$stage/lib/"
+# Every library the binaries and OpenBLAS load, except the C library's own, the driver's and the
+# ones above.
 shopt -s nullglob
-for b in "$stage"/build/* "$stage"/base/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
+for b in "$stage"/build/* "$stage"/base/* "$openblas"; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libnccl|libcublas[^/]*|libcuda)\.so' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 # Open MPI's runtime, relocated with OPAL_PREFIX: its plugins, orted and help texts.

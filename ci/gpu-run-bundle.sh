@@ -14,6 +14,8 @@ for name in libcublas.so.13 libnccl.so.2; do
     found=$(find /usr/local/cuda*/ /usr/lib /opt /usr/local/lib -name "$name" 2>/dev/null | head -1)
     [ -n "$found" ] && libs=$libs:$(dirname "$found") && echo "using $found"
 done
+# $stage/lib first: the bundle's libraries, OpenBLAS among them (equiv opens it by its SONAME
+# there, harness/base/openblas.h, where the build machine's path to it does not exist).
 export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OPAL_PREFIX=$stage/mpi OMPI_MCA_ess_singleton_isolated=1 PATH=$stage/mpi/bin:$PATH
 export EQUIV_HOME=$root EQUIV_GPU_BUILD=$stage/build EQUIV_GPU_PREBUILT=1

@@ -25,13 +25,13 @@
  * where that is below 2^120 (fp32 reaches 2^128) and the operands are finite; elsewhere fp64. */
 #include "harness/rounding_bound_products.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/base/bf16.h"
+#include "harness/base/openblas.h"
 #include "harness/base/parallel.h"
 #include "harness/base/phase_time.h"
 
@@ -122,8 +122,8 @@ static int scratch_alloc(block_scratch *s, int64_t K, int64_t N)
 static void sgemm_part(const fp32_job *j, const float *a, const float *b, int64_t rows, int64_t k0, int64_t n, float *c)
 {
     const int64_t blas = eq_phase_blas_enter();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)j->N, (blasint)n, 1.0f, a + k0,
-                (blasint)j->K, b + k0, (blasint)j->K, 0.0f, c, (blasint)j->N);
+    eq_openblas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)j->N, (blasint)n, 1.0f,
+                      a + k0, (blasint)j->K, b + k0, (blasint)j->K, 0.0f, c, (blasint)j->N);
     eq_phase_blas_leave(blas);
 }
 
@@ -197,7 +197,7 @@ static eq_status products_fp32(const eq_tensor *a, const eq_tensor *b, int64_t M
     }
     widen_f32(b, 0, N * K, b32, abs_b32);
     j.b = b32, j.abs_b = abs_b32;
-    openblas_set_num_threads(1); /* the blocks are the threads (as models/backend_cpu.c's GEMMs) */
+    eq_openblas.set_num_threads(1); /* the blocks are the threads (as models/backend_cpu.c's GEMMs) */
     eq_parallel_for(eq_bound_row_blocks(M), 1, run_blocks, &j);
     if (atomic_load(&j.no_memory))
         st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the rounding bound's blocks of a [%lld x %lld x %lld] GEMM",
@@ -227,8 +227,8 @@ static void sum_abs_partials(const double *a, const double *b, const double *y, 
     for (size_t i = 0; i < mn; i++) Q[i] = T <= 1 ? fabs(y[i]) : 0.0;
     for (int t = 0; t < T && T > 1; t++) {
         const int64_t blas = eq_phase_blas_enter();
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)n, 1.0, a + t * n,
-                    (blasint)K, b + t * n, (blasint)K, 0.0, partial, (blasint)N);
+        eq_openblas.dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)n, 1.0,
+                          a + t * n, (blasint)K, b + t * n, (blasint)K, 0.0, partial, (blasint)N);
         eq_phase_blas_leave(blas);
         for (size_t i = 0; i < mn; i++) Q[i] += fabs(partial[i]);
     }
@@ -250,10 +250,10 @@ static eq_status products_fp64(const eq_tensor *a_t, const eq_tensor *b_t, int64
         goto cleanup;
     }
     const int64_t blas = eq_phase_blas_enter();
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0, a, (blasint)K, b,
-                (blasint)K, 0.0, y, (blasint)N);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0, abs_a, (blasint)K,
-                abs_b, (blasint)K, 0.0, S, (blasint)N);
+    eq_openblas.dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0, a,
+                      (blasint)K, b, (blasint)K, 0.0, y, (blasint)N);
+    eq_openblas.dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, 1.0, abs_a,
+                      (blasint)K, abs_b, (blasint)K, 0.0, S, (blasint)N);
     eq_phase_blas_leave(blas);
     sum_abs_partials(a, b, y, partial, Q_ref, M, N, K, T_ref);
     sum_abs_partials(a, b, y, partial, Q_test, M, N, K, T_test);
@@ -269,6 +269,8 @@ cleanup:
 eq_status eq_bound_products(const eq_tensor *a, const eq_tensor *b, int64_t M, int64_t N, int64_t K, int T_ref,
                             int T_test, eq_bound_rows_fn fn, void *ctx)
 {
+    const eq_status opened = eq_openblas_open(); /* its GEMMs are OpenBLAS's, whatever the backend */
+    if (opened != EQ_OK) return opened;
     if (fits_fp32(a, b, K)) return products_fp32(a, b, M, N, K, T_ref, T_test, fn, ctx);
     return products_fp64(a, b, M, N, K, T_ref, T_test, fn, ctx);
 }

@@ -51,7 +51,13 @@ typedef struct {
     int shape_invariant;
 } eq_backend;
 
+/* GEMMs through OpenBLAS, or a fixed-order C GEMM where OpenBLAS fails its shape probe
+ * (models/backend_cpu.c). OpenBLAS is opened on first use (harness/base/openblas.h: the kernels and
+ * threads equiv asks of it, and why); eq_backend_cpu_open opens it now, so that a missing library
+ * is one error before a run starts (EQ_ERR_BACKEND "cannot load OpenBLAS: ..."); a program that
+ * takes eq_backend_cpu directly gets that error from its first GEMM instead. */
 extern const eq_backend eq_backend_cpu;
+eq_status eq_backend_cpu_open(void);
 
 /* The CPU backend with every fp32 GEMM's inputs rounded to TF32 (10-bit mantissa, to nearest, ties
  * to even) and the sum in fp32, as an NVIDIA GPU computes an fp32 GEMM with TF32 allowed; all else
@@ -93,28 +99,9 @@ extern const int eq_backend_choice_count;
 /* The row named `name` (built or not); EQ_ERR_USAGE "unknown backend 'NAME' (known: cpu, cuda)". */
 eq_status eq_backend_choice_find(const char *name, const eq_backend_choice **out);
 
-/* "cpu" -> the CPU backend. "cuda" -> the CUDA backend, opened (EQ_ERR_BACKEND "no CUDA device"
- * when there is none), or EQ_ERR_USAGE "equiv was built without CUDA". EQ_ERR_USAGE otherwise. */
+/* "cpu" -> the CPU backend, OpenBLAS opened (EQ_ERR_BACKEND "cannot load OpenBLAS: ..."). "cuda" ->
+ * the CUDA backend, opened (EQ_ERR_BACKEND "no CUDA device" when there is none), or EQ_ERR_USAGE "equiv was built without CUDA". EQ_ERR_USAGE otherwise. */
 eq_status eq_backend_find(const char *name, const eq_backend **out);
-
-/* OpenBLAS reads its environment once, when it is loaded, before main; so this sets two
- * variables and re-executes the program with the same argv (returning, changing nothing, when
- * both already hold or the exec fails):
- * - OPENBLAS_CORETYPE, the kernels. Debian's 0.3.21 does not recognise AVX-512 on newer AMD CPUs
- *   and picks its AVX2 (Haswell) kernels, which are slower and, as the column_parallel case shows,
- *   not invariant to how the output is split: a GEMM over a slice of N or M may round differently
- *   from the full GEMM. The SKYLAKEX kernels are invariant (checked by models/parallel_linear_test).
- *   So where the CPU has AVX-512 (F, BW, VL, DQ): SKYLAKEX, also over a value inherited from the
- *   environment. EQUIV_OPENBLAS_CORETYPE=NAME picks another core on purpose (e.g. Haswell, to see
- *   its kernels break column-parallel bit-exactness). Never AVX-512 on a CPU without it.
- * - OPENBLAS_NUM_THREADS=1, also over an inherited value: no thread pool at load. equiv threads its
- *   GEMMs itself, one single-threaded OpenBLAS call per block (models/backend_cpu.c), and a pool
- *   started at load only spins: each of its threads calls sched_yield for about 0.1 s before it
- *   sleeps, two thirds of the CPU time of a ci-size run on 2 cores (row_parallel --tp 4: 0.085 s
- *   with the pool, 0.029 s without) and more with more cores. A caller that wants OpenBLAS's own
- *   threads (`equiv bench`'s SGEMM peak) asks openblas_set_num_threads(n), which starts them.
- * Both stay in the environment: a child equiv (`equiv bench`'s workloads) starts without the exec. */
-void eq_cpu_prefer_avx512_openblas(char **argv);
 
 /* The CPU model ("AMD EPYC 9R14 96-Core Processor", from /proc/cpuinfo; "unknown" elsewhere). */
 const char *eq_cpu_model(char *buf, size_t len);

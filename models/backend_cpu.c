@@ -7,16 +7,14 @@
  * probe shows it gives the same bits (else they are padded: models/gemm_blas.c).
  * EQUIV_CPU_GEMM=blas or =ordered forces one (to compare them, or to test the ordered one);
  * =padded forces blas with every small GEMM padded (to compare with the small kernel). */
-#include <cblas.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
 #include "equiv_config.h"
 #include "harness/base/bf16.h"
+#include "harness/base/openblas.h"
 #include "harness/base/parallel.h"
 #include "harness/base/phase_time.h"
 #include "models/backend.h"
@@ -27,19 +25,28 @@
 typedef enum { KERNEL_UNCHOSEN = 0, KERNEL_BLAS, KERNEL_ORDERED } gemm_kernel;
 static gemm_kernel kernel_for[2]; /* [0] fp32 (and bf16), [1] fp64; set before any thread starts */
 
-static gemm_kernel choose_kernel(eq_dtype dt)
+/* Chooses the kernel for dt (kernel_for) at the first call, OpenBLAS opened first (the probes run
+ * on it): a failure to open it is returned. */
+static eq_status choose_kernel(eq_dtype dt)
 {
     gemm_kernel *k = &kernel_for[dt == EQ_FP64];
     if (*k == KERNEL_UNCHOSEN) {
+        const eq_status opened = eq_openblas_open();
+        if (opened != EQ_OK) return opened;
         const char *forced = getenv("EQUIV_CPU_GEMM");
-        openblas_set_num_threads(1); /* see threaded_gemm() */
+        eq_openblas.set_num_threads(1); /* see threaded_gemm() */
         if (forced != NULL && strcmp(forced, "ordered") == 0) *k = KERNEL_ORDERED;
         else if (forced != NULL && (strcmp(forced, "blas") == 0 || strcmp(forced, "padded") == 0)) *k = KERNEL_BLAS;
         else *k = eq_gemm_blas_shape_invariant(dt) ? KERNEL_BLAS : KERNEL_ORDERED;
         const int padded = forced != NULL && strcmp(forced, "padded") == 0;
         if (*k == KERNEL_BLAS && !padded) eq_gemm_blas_enable_small(dt, eq_gemm_small);
     }
-    return *k;
+    return EQ_OK;
+}
+
+eq_status eq_backend_cpu_open(void)
+{
+    return eq_openblas_open();
 }
 
 /* One block of rows on the calling thread, with the chosen kernel. */
@@ -97,13 +104,14 @@ static void run_gemm_rows(void *ctx, int64_t r0, int64_t r1)
 static eq_status threaded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
                               const void *B, int64_t ldb, void *C, int64_t ldc)
 {
-    choose_kernel(dt);
+    eq_status st = choose_kernel(dt);
+    if (st != EQ_OK) return st;
     gemm_rows g = {.dt = dt, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .A = A, .B = B, .C = C,
                    .failure = WORKER_FAILURE_INIT};
     eq_parallel_for(M, MIN_ROWS_PER_THREAD, run_gemm_rows, &g);
     pthread_mutex_destroy(&g.failure.lock);
-    if (g.failure.st != EQ_OK) return EQ_FAIL(g.failure.st, "GEMM block: %s", g.failure.message);
-    return EQ_OK;
+    if (g.failure.st != EQ_OK) st = EQ_FAIL(g.failure.st, "GEMM block: %s", g.failure.message);
+    return st;
 }
 
 /* bf16: the operands are widened exactly to fp32 and the fp32 GEMM runs on the copies. B is
@@ -186,8 +194,8 @@ static void run_bf16_rows(void *ctx, int slot, int64_t r0, int64_t r1)
 static eq_status gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
                            int64_t ldb, uint16_t *C, int64_t ldc)
 {
-    eq_status st = EQ_OK;
-    choose_kernel(EQ_FP32);
+    eq_status st = choose_kernel(EQ_FP32);
+    if (st != EQ_OK) return st;
     pthread_mutex_lock(&bf16_lock);
     const int64_t rows = M < BF16_CHUNK_ROWS ? M : BF16_CHUNK_ROWS; /* of a chunk */
     const int workers = eq_parallel_workers();
@@ -235,7 +243,10 @@ static eq_status cpu_gemm_nt(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
 
 static const char *kernel_name(eq_dtype dt)
 {
-    if (choose_kernel(dt) == KERNEL_BLAS)
+    /* describe() cannot fail: it says so, and the first GEMM returns the error */
+    if (eq_openblas_try_open() != NULL) return "none (OpenBLAS not loaded)";
+    (void)choose_kernel(dt); /* OpenBLAS is open: it cannot fail */
+    if (kernel_for[dt == EQ_FP64] == KERNEL_BLAS)
         return eq_gemm_blas_small_in_use(dt) ? "OpenBLAS (small GEMMs: fma kernel, probed)"
                                              : "OpenBLAS (small GEMMs padded)";
     return getenv("EQUIV_CPU_GEMM") ? "ordered C (EQUIV_CPU_GEMM)" : "ordered C (OpenBLAS failed the shape probe)";
@@ -243,7 +254,7 @@ static const char *kernel_name(eq_dtype dt)
 
 static const char *cpu_describe(char *buf, size_t len)
 {
-    const char *core = openblas_get_corename();
+    const char *core = eq_openblas_try_open() == NULL ? eq_openblas.get_corename() : NULL;
     snprintf(buf, len, "OpenBLAS core %s; fp32 GEMM: %s; fp64 GEMM: %s; rows over up to %d threads",
              core ? core : "?", kernel_name(EQ_FP32), kernel_name(EQ_FP64), eq_parallel_workers());
     return buf;
@@ -305,23 +316,3 @@ const eq_backend eq_backend_cpu_tf32 = {
     .ops = &cpu_ops,
     .shape_invariant = 1, /* rounding an input is per element: a slice rounds as the whole */
 };
-
-void eq_cpu_prefer_avx512_openblas(char **argv)
-{
-    const char *want = getenv("EQUIV_OPENBLAS_CORETYPE"); /* an explicit choice for equiv wins */
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (want == NULL && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-        want = "SKYLAKEX";
-#endif
-    if (want != NULL && want[0] == '\0') want = NULL;
-    const char *core = getenv("OPENBLAS_CORETYPE"), *threads = getenv("OPENBLAS_NUM_THREADS");
-    const int core_set = want == NULL || (core != NULL && strcasecmp(core, want) == 0);
-    const int threads_set = threads != NULL && strcmp(threads, "1") == 0;
-    if (core_set && threads_set) return;
-    if (want != NULL && setenv("OPENBLAS_CORETYPE", want, 1) != 0) return;
-    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    /* exec failed (no /proc): carry on with the kernels and the threads OpenBLAS chose. */
-}

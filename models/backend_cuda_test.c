@@ -103,11 +103,9 @@ static void check_shape(eq_dtype dt, int64_t M, int64_t N, int64_t K, int64_t pa
     eq_tensor_free(&on_cpu), eq_tensor_free(&on_gpu), eq_tensor_free(&again);
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-    (void)argc;
     const char *why = "";
-    eq_cpu_prefer_avx512_openblas(argv);
     if (!eq_cuda_available(&why)) {
         printf("backend_cuda_test: no CUDA device (%s): skipped\n", why);
         return 77;

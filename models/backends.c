@@ -13,7 +13,7 @@ const eq_backend_choice eq_backend_choices[] = {
      .summary = "GEMMs on the host: OpenBLAS where its shape-invariance probe passes, else a fixed-order C "
                 "GEMM (default)",
      .backend = &eq_backend_cpu,
-     .open = NULL,
+     .open = eq_backend_cpu_open,
      .in_process = &eq_transport_sim,
      .host = 1,
      .lacking = "",

@@ -18,7 +18,6 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-    eq_cpu_prefer_avx512_openblas(argv);
     const int64_t M = argc > 1 ? atoll(argv[1]) : 8192, N = 1024, K = 4096;
     char about[256];
     printf("backend: %s\n", eq_backend_cpu.describe(about, sizeof about));

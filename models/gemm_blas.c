@@ -1,10 +1,10 @@
 /* GEMM through OpenBLAS, called so that each element's reduction order depends on K alone. */
 #include "models/gemm_blas.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/base/openblas.h"
 #include "harness/base/phase_time.h"
 #include "models/gemm_small.h"
 
@@ -33,6 +33,8 @@ static eq_gemm_small_fn *small_kernel[2];
 static eq_status padded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
                              const void *B, int64_t ldb, void *C, int64_t ldc)
 {
+    const eq_status opened = eq_openblas_open(); /* done already where the CPU backend was chosen */
+    if (opened != EQ_OK) return opened;
     const int64_t rows = padded_rows(M, N, K);
     const size_t elem = eq_dtype_size(dt);
     const void *a = A;
@@ -53,11 +55,11 @@ static eq_status padded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
     const int64_t c_ld = rows > M ? N : ldc;
     const int64_t blas = eq_phase_blas_enter();
     if (dt == EQ_FP64)
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)N, (blasint)K, 1.0, a,
-                    (blasint)lda, B, (blasint)ldb, 0.0, c, (blasint)c_ld);
+        eq_openblas.dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)N, (blasint)K, 1.0, a,
+                          (blasint)lda, B, (blasint)ldb, 0.0, c, (blasint)c_ld);
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)N, (blasint)K, 1.0f, a,
-                    (blasint)lda, B, (blasint)ldb, 0.0f, c, (blasint)c_ld);
+        eq_openblas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)N, (blasint)K, 1.0f, a,
+                          (blasint)lda, B, (blasint)ldb, 0.0f, c, (blasint)c_ld);
     eq_phase_blas_leave(blas);
     if (rows > M)
         for (int64_t r = 0; r < M; r++)

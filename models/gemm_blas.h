@@ -1,5 +1,7 @@
 /* GEMM through OpenBLAS (single-threaded: the caller splits rows over its own threads), made as
- * shape-invariant as OpenBLAS allows, and a probe that says whether it is. */
+ * shape-invariant as OpenBLAS allows, and a probe that says whether it is. OpenBLAS is opened on
+ * first use (harness/base/openblas.h): a GEMM returns its failure to load; the probes below, which
+ * answer 0 then, are for callers that have opened it (models/backend_cpu.c's kernel choice). */
 #ifndef EQUIV_MODELS_GEMM_BLAS_H
 #define EQUIV_MODELS_GEMM_BLAS_H
 

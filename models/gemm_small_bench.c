@@ -16,10 +16,8 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-    (void)argc;
-    eq_cpu_prefer_avx512_openblas(argv);
     static const struct {
         int64_t M, N, K;
     } shapes[] = {{8, 32, 32}, {16, 64, 64}, {32, 24, 128}, {4, 96, 256}, {16, 64, 448}};

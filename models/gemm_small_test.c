@@ -3,12 +3,12 @@
  * leaving the padding in place, for kernels planted wrong. The bits it must match are those of
  * OpenBLAS's SKYLAKEX kernels: elsewhere (another core, where the probe may rightly fail) the
  * test skips. */
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/base/openblas.h"
 #include "harness/base/testing.h"
 #include "models/backend.h"
 #include "models/gemm_blas.h"
@@ -44,11 +44,11 @@ static void padded_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void
     if (a == NULL || c == NULL) abort();
     memcpy(a, A, (size_t)(M * ld) * elem);
     if (dt == EQ_FP64)
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)N, (blasint)K, 1.0, (double *)a,
-                    (blasint)ld, B, (blasint)ld, 0.0, (double *)c, (blasint)N);
+        eq_openblas.dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)N, (blasint)K, 1.0,
+                          (double *)a, (blasint)ld, B, (blasint)ld, 0.0, (double *)c, (blasint)N);
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)N, (blasint)K, 1.0f, (float *)a,
-                    (blasint)ld, B, (blasint)ld, 0.0f, (float *)c, (blasint)N);
+        eq_openblas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)N, (blasint)K, 1.0f,
+                          (float *)a, (blasint)ld, B, (blasint)ld, 0.0f, (float *)c, (blasint)N);
     for (int64_t r = 0; r < M; r++) memcpy((char *)C + (size_t)(r * ldc) * elem, c + (size_t)(r * N) * elem, (size_t)N * elem);
     free(a), free(c);
 }
@@ -161,12 +161,12 @@ static void check_dtype(eq_dtype dt)
     eq_gemm_blas_enable_small(dt, NULL);
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-    (void)argc;
-    eq_cpu_prefer_avx512_openblas(argv);
-    openblas_set_num_threads(1);
-    const char *core = openblas_get_corename();
+    EQ_EXPECT_OK(eq_openblas_open());
+    if (eq_openblas.get_corename == NULL) return eq_test_finish("gemm_small_test");
+    eq_openblas.set_num_threads(1);
+    const char *core = eq_openblas.get_corename();
     if (core == NULL || strcmp(core, "SkylakeX") != 0) {
         printf("gemm_small_test: OpenBLAS core %s, not SkylakeX: skipped\n", core ? core : "?");
         return 77;

@@ -158,10 +158,8 @@ static void test_forward_only_acts(eq_dtype dt, int tp, int64_t ffn)
     gpt_params_free(&p), gpt_acts_free(&full), gpt_acts_free(&lean), eq_tensor_free(&x);
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-    (void)argc;
-    eq_cpu_prefer_avx512_openblas(argv);
     test_block_gradients();
     const eq_dtype dtypes[3] = {EQ_BF16, EQ_FP32, EQ_FP64};
     for (int d = 0; d < 3; d++)

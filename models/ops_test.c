@@ -542,10 +542,8 @@ static void test_causal_blocks(eq_dtype dt)
     free(qkv), free(dctx), free(ctx_b), free(ctx_f), free(dqkv_b), free(dqkv_f);
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-    (void)argc;
-    eq_cpu_prefer_avx512_openblas(argv);
     test_layernorm_gradients();
     test_layernorm_normalises();
     test_gelu();

@@ -282,10 +282,8 @@ static void test_batch_shards(void)
     eq_tensor_free(&full), eq_tensor_free(&back);
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-    (void)argc;
-    eq_cpu_prefer_avx512_openblas(argv);
     test_gemm_contract();
     test_weight_shards_gather_to_master();
     test_column_parallel_bit_exact();

@@ -28,7 +28,7 @@
  * Each phase also accumulates the process's CPU time (all threads, CLOCK_PROCESS_CPUTIME_ID)
  * while it is open: the GEMM share of CPU time.
  *
- * BLAS time: apart from the phases, every GEMM library call (cblas_sgemm, cblas_dgemm), on any
+ * BLAS time: apart from the phases, every GEMM library call (OpenBLAS's sgemm, dgemm), on any
  * thread and in any phase (the model's GEMMs and the rounding bound's), adds the CPU time of its
  * calling thread (CLOCK_THREAD_CPUTIME_ID) to "blas_cpu_seconds": what `perf` would attribute to
  * the BLAS library. equiv's runs call OpenBLAS with one thread per call (their blocks are the
@@ -85,7 +85,7 @@ static inline void eq_phase_add_gemm_flops(int64_t M, int64_t N, int64_t K)
 
 /* Around one BLAS GEMM call, on any thread:
  *     const int64_t blas = eq_phase_blas_enter();
- *     cblas_sgemm(...);
+ *     eq_openblas.sgemm(...);
  *     eq_phase_blas_leave(blas); */
 static inline int64_t eq_phase_blas_enter(void) { return eq_phase_times_on ? eq_phase_blas_enter_slow() : 0; }
 static inline void eq_phase_blas_leave(int64_t mark)

@@ -7,7 +7,6 @@
  * exit included, under "other"). Before the workloads, an OpenBLAS SGEMM on a large square with
  * every worker thread gives this machine's fp32 GEMM peak, the yardstick of the GEMM rates. */
 #define _DEFAULT_SOURCE /* wait4: the rusage of one child */
-#include <cblas.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +24,7 @@
 
 #include "harness/driver/commands.h"
 #include "harness/driver/out_dir.h"
+#include "harness/base/openblas.h"
 #include "harness/base/parallel.h"
 #include "harness/base/phase_time.h"
 
@@ -99,7 +99,8 @@ static eq_status pick_workloads(const char *only, int picked[N_WORKLOADS])
  * warm-up. OpenBLAS's own threading is fine here: only the rate matters, not the rounding. */
 static eq_status measure_sgemm_peak(int n, int reps, sgemm_peak *out)
 {
-    eq_status st = EQ_OK;
+    eq_status st = eq_openblas_open();
+    if (st != EQ_OK) return st;
     float *a = malloc((size_t)n * (size_t)n * sizeof *a), *b = malloc((size_t)n * (size_t)n * sizeof *b),
           *c = malloc((size_t)n * (size_t)n * sizeof *c);
     if (a == NULL || b == NULL || c == NULL) {
@@ -113,10 +114,10 @@ static eq_status measure_sgemm_peak(int n, int reps, sgemm_peak *out)
     out->n = n;
     out->threads = eq_parallel_workers();
     out->seconds = 1e300;
-    openblas_set_num_threads(out->threads);
+    eq_openblas.set_num_threads(out->threads);
     for (int r = 0; r <= reps; r++) {
         const double t0 = now_s();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        eq_openblas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         const double s = now_s() - t0;
         if (r > 0 && s < out->seconds) out->seconds = s;
     }

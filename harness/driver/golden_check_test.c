@@ -17,13 +17,11 @@
 #include "harness/driver/golden.h"
 #include "harness/tolerance.h"
 #include "harness/base/testing.h"
-#include "models/backend.h"
 
 #define MAX_CASES 64
 
 int main(int argc, char **argv)
 {
-    eq_cpu_prefer_avx512_openblas(argv);
     const char *root = argc > 1 ? argv[1] : EQUIV_SOURCE_ROOT;
     char cases_dir[2048], tolerances[2048], path[4096];
     char (*names)[EQ_CASE_KEY_MAX] = calloc(MAX_CASES, sizeof *names);

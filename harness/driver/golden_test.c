@@ -8,7 +8,6 @@
 #include "equiv_config.h"
 #include "harness/driver/golden.h"
 #include "harness/base/testing.h"
-#include "models/backend.h"
 
 /* A deep copy of m's rows and comparisons, for planting changes. */
 static eq_matrix copy_matrix(const eq_matrix *m)
@@ -164,9 +163,8 @@ static void check_update(const char *dir, const eq_matrix *m)
     rmdir(sub);
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-    eq_cpu_prefer_avx512_openblas(argv);
     eq_matrix m;
     eq_matrix_options opt = {.cases_dir = EQUIV_SOURCE_ROOT "/cases",
                              .tolerances_path = EQUIV_SOURCE_ROOT "/golden/tolerances.ini",

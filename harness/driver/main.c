@@ -12,7 +12,6 @@
 #include "harness/dump.h"
 #include "harness/base/phase_time.h"
 #include "reductions/world.h"
-#include "models/backend.h"
 
 /* Under a multi-process --comm, once the ranks run together an error is printed by the rank it
  * happened on (reductions/world.h: eq_world_finish, eq_world_abort). Before that (a bad command line)
@@ -44,9 +43,8 @@ static void keep_freed_blocks(void)
 int main(int argc, char **argv)
 {
     keep_freed_blocks();
-    eq_cpu_prefer_avx512_openblas(argv); /* models/backend.h says why */
-    eq_dump_set_command(argc, argv);      /* recorded in every dump's root */
-    eq_phase_times_start();               /* with EQUIV_PHASE_TIMES=PATH (harness/base/phase_time.h) */
+    eq_dump_set_command(argc, argv); /* recorded in every dump's root */
+    eq_phase_times_start();          /* with EQUIV_PHASE_TIMES=PATH (harness/base/phase_time.h) */
     eq_cli cli;
     int n_unexpected = 0;
     eq_status st = eq_cli_parse(argc, argv, &cli);

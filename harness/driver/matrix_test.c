@@ -9,7 +9,6 @@
 #include "equiv_config.h"
 #include "harness/driver/matrix.h"
 #include "harness/base/testing.h"
-#include "models/backend.h"
 #include "reports/matrix_report.h"
 
 #define CASES_DIR EQUIV_SOURCE_ROOT "/cases"
@@ -301,9 +300,8 @@ static void check_nothing_runs_before_checks(void)
     rmdir(dir);
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-    eq_cpu_prefer_avx512_openblas(argv);
     char *progress = NULL;
     size_t size = 0;
     FILE *out = open_memstream(&progress, &size);
