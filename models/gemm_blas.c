@@ -1,6 +1,8 @@
 /* GEMM through OpenBLAS, called so that each element's reduction order depends on K alone. */
 #include "models/gemm_blas.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +30,12 @@ static int64_t padded_rows(int64_t M, int64_t N, int64_t K)
 /* The kernel that stands in for padding (fp32, fp64), NULL until eq_gemm_blas_enable_small has
  * seen it agree with the padded call; set before any thread starts, read-only after. */
 static eq_gemm_small_fn *small_kernel[2];
+
+/* Whether it also agrees on the narrow shapes (N or K below EQ_GEMM_SMALL_MIN_NK): 0 not probed
+ * yet, 1 agrees, -1 differs. Probed when the first such GEMM comes (narrow_agrees), on whichever
+ * thread, under narrow_lock. */
+static atomic_int narrow_state[2];
+static pthread_mutex_t narrow_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* eq_gemm_blas by OpenBLAS alone, small GEMMs padded. */
 static eq_status padded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
@@ -69,12 +77,14 @@ static eq_status padded_gemm(eq_dtype dt, int64_t M, int64_t N, int64_t K, const
     return EQ_OK;
 }
 
+static int narrow_agrees(eq_dtype dt);
+
 eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
                        int64_t ldb, void *C, int64_t ldc)
 {
     eq_gemm_small_fn *small = small_kernel[dt == EQ_FP64];
-    if (small != NULL && padded_rows(M, N, K) > M && K >= EQ_GEMM_SMALL_MIN_NK && N >= EQ_GEMM_SMALL_MIN_NK &&
-        K <= eq_gemm_small_max_k(dt))
+    if (small != NULL && padded_rows(M, N, K) > M && K >= 1 && K <= eq_gemm_small_max_k(dt) &&
+        ((N >= EQ_GEMM_SMALL_MIN_NK && K >= EQ_GEMM_SMALL_MIN_NK) || narrow_agrees(dt)))
         return small(dt, M, N, K, A, lda, B, ldb, C, ldc);
     return padded_gemm(dt, M, N, K, A, lda, B, ldb, C, ldc);
 }
@@ -112,26 +122,29 @@ static void fill_probe_full(void *x, eq_dtype dt, int64_t n, uint32_t seed)
  * kernels, and what those compute for a K within one panel is one fma chain per element in k order
  * (models/gemm_small.h): a property of this OpenBLAS build and this CPU's kernel, not a promise.
  * So it is checked here, on this machine, before the kernel is used: random data (zeros included,
- * full fp64 mantissas), K from EQ_GEMM_SMALL_MIN_NK through the panel limit and the limit itself,
- * M and N at, below and past the kernel's tile widths, and strided operands; every element of C must equal the
+ * full fp64 mantissas), K from 1 through the panel limit and the limit itself, M and N at, below
+ * and past the kernel's tile widths, and strided operands; every element of C must equal the
  * padded OpenBLAS call's bit for bit. A summation order that differed would show in a few elements
- * at least; on any mismatch the padding stays. */
-int eq_gemm_small_agrees(eq_dtype dt, eq_gemm_small_fn *kernel)
+ * at least; on any mismatch the padding stays.
+ *
+ * In two sets. A shape's padded call writes about 1e6 / K elements of C and reads 1e6 / N of A, so
+ * the narrow shapes (N or K below EQ_GEMM_SMALL_MIN_NK) cost the most: 16 MB of fresh memory at
+ * N = K = 1, a third of the CPU time of a ci-size run when every start of equiv probed them. No
+ * case of equiv has such a GEMM (the probe case's N = K = 8 are the smallest), toy sizes in unit
+ * tests do; so the wide set is probed when the kernel is enabled, the narrow set when the first
+ * narrow GEMM comes. Every remainder below OpenBLAS's unroll widths is in the wide set too (N = 9,
+ * 12, 14, 15, 17; K = 9 to 14, 31). */
+typedef int64_t probe_shape[3]; /* M, N, K */
+
+static int agrees_on(eq_dtype dt, eq_gemm_small_fn *kernel, const probe_shape *shapes, size_t n_shapes)
 {
-    const int64_t max_k = eq_gemm_small_max_k(dt);
-    const int64_t shapes[][3] = {
-        /* M, N, K */
-        {1, 8, 8},     {3, 9, 9},     {4, 12, 10},   {5, 14, 11},   {2, 15, 12},       {4, 16, 13},
-        {5, 17, 14},   {2, 33, 16},   {7, 9, 31},    {8, 48, 64},   {1, 40, 100},      {9, 24, 127},
-        {12, 64, 128}, {6, 20, 255},  {3, 70, 256},  {4, 31, max_k - 1}, {5, 32, max_k},
-    };
     enum { PAD = 3 }; /* extra elements per row of A, B and C: strided operands */
     const size_t elem = eq_dtype_size(dt);
     const size_t most_ab = (size_t)72 * (EQ_GEMM_SMALL_MAX_K_F32 + PAD), most_c = (size_t)12 * (72 + PAD);
     char *a = malloc(most_ab * elem), *b = malloc(most_ab * elem);
     char *want = malloc(most_c * elem), *got = malloc(most_c * elem);
     int agrees = a && b && want && got;
-    for (size_t s = 0; agrees && s < sizeof shapes / sizeof shapes[0]; s++) {
+    for (size_t s = 0; agrees && s < n_shapes; s++) {
         const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
         const int64_t ld = K + (s % 2 ? PAD : 0), ldc = N + (s % 2 ? PAD : 0);
         fill_probe_full(a, dt, M * ld, (uint32_t)(2 * s + 1));
@@ -147,10 +160,48 @@ int eq_gemm_small_agrees(eq_dtype dt, eq_gemm_small_fn *kernel)
     return agrees;
 }
 
+static int agrees_wide(eq_dtype dt, eq_gemm_small_fn *kernel)
+{
+    const int64_t max_k = eq_gemm_small_max_k(dt);
+    const probe_shape shapes[] = {
+        {1, 8, 8},     {3, 9, 9},    {4, 12, 10},  {5, 14, 11},  {2, 15, 12},       {4, 16, 13},
+        {5, 17, 14},   {2, 33, 16},  {7, 9, 31},   {8, 48, 64},  {1, 40, 100},      {9, 24, 127},
+        {12, 64, 128}, {6, 20, 255}, {3, 70, 256}, {2, 9, 384}, {4, 31, max_k - 1}, {5, 32, max_k},
+    };
+    return agrees_on(dt, kernel, shapes, sizeof shapes / sizeof shapes[0]);
+}
+
+static int agrees_narrow(eq_dtype dt, eq_gemm_small_fn *kernel)
+{
+    const probe_shape shapes[] = {{1, 1, 1}, {3, 5, 2}, {4, 16, 3}, {5, 17, 7}, {6, 3, 40}, {2, 7, 200}};
+    return agrees_on(dt, kernel, shapes, sizeof shapes / sizeof shapes[0]);
+}
+
+int eq_gemm_small_agrees(eq_dtype dt, eq_gemm_small_fn *kernel)
+{
+    return agrees_wide(dt, kernel) && agrees_narrow(dt, kernel);
+}
+
+static int narrow_agrees(eq_dtype dt)
+{
+    atomic_int *state = &narrow_state[dt == EQ_FP64];
+    int s = atomic_load(state);
+    if (s == 0) {
+        pthread_mutex_lock(&narrow_lock);
+        if ((s = atomic_load(state)) == 0) {
+            s = agrees_narrow(dt, small_kernel[dt == EQ_FP64]) ? 1 : -1;
+            atomic_store(state, s);
+        }
+        pthread_mutex_unlock(&narrow_lock);
+    }
+    return s > 0;
+}
+
 int eq_gemm_blas_enable_small(eq_dtype dt, eq_gemm_small_fn *kernel)
 {
     eq_gemm_small_fn **slot = &small_kernel[dt == EQ_FP64];
-    *slot = kernel != NULL && eq_gemm_small_agrees(dt, kernel) ? kernel : NULL;
+    *slot = kernel != NULL && agrees_wide(dt, kernel) ? kernel : NULL;
+    atomic_store(&narrow_state[dt == EQ_FP64], 0); /* the narrow shapes: at the first one, with this kernel */
     return *slot != NULL;
 }
 

@@ -20,12 +20,15 @@ eq_status eq_gemm_blas(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void 
 int eq_gemm_blas_shape_invariant(eq_dtype dt);
 
 /* 1 if kernel gives the bits of eq_gemm_blas's padded small GEMMs (fp32 or fp64) on this machine,
- * over a set of shapes covering K = 1 .. eq_gemm_small_max_k(dt); see gemm_blas.c. */
+ * over a set of shapes covering K = 1 .. eq_gemm_small_max_k(dt) (both of the sets below); see
+ * gemm_blas.c. */
 int eq_gemm_small_agrees(eq_dtype dt, eq_gemm_small_fn *kernel);
 
-/* Runs that probe and, if it passes, has eq_gemm_blas hand each GEMM it would pad (M*N*K <= 100^3)
- * with 1 <= K <= eq_gemm_small_max_k(dt) to kernel instead; else (or with kernel NULL) it pads, as
- * before. Returns 1 if kernel is in use. Call before any thread runs a GEMM. */
+/* Runs that probe on the wide shapes (N, K >= EQ_GEMM_SMALL_MIN_NK) and, if it passes, has
+ * eq_gemm_blas hand each GEMM it would pad (M*N*K <= 100^3) with 1 <= K <= eq_gemm_small_max_k(dt)
+ * to kernel instead; a narrow one only once the narrow shapes have passed too, probed at the first
+ * narrow GEMM (on whichever thread). Else (or with kernel NULL) it pads, as before. Returns 1 if
+ * kernel is in use. Call before any thread runs a GEMM. */
 int eq_gemm_blas_enable_small(eq_dtype dt, eq_gemm_small_fn *kernel);
 
 /* 1 if eq_gemm_blas hands small GEMMs to a small kernel (fp32 or fp64). */

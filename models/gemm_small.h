@@ -17,12 +17,8 @@
 #define EQ_GEMM_SMALL_MAX_K_F32 448
 #define EQ_GEMM_SMALL_MAX_K_F64 384
 
-/* The smallest N and K for which the small kernel stands in for OpenBLAS: the probe's shapes
- * (eq_gemm_small_agrees) start there. A probe shape's padded call computes about 1e6 / K rows' worth
- * of C and reads 1e6 / N of A: at N = K = 1 that was 16 MB of fresh memory at every start of equiv,
- * a third of the CPU of a ci-size run. No case of equiv has a smaller GEMM (probe's N = K = 8 are the
- * smallest); one would be padded, as before the kernel existed. Every remainder of N and K below
- * OpenBLAS's unroll widths still occurs in the probe (N = 9, 12, 14, 15, 17; K = 9..14, 31). */
+/* The smallest N and K of the shapes whose probe runs when the kernel is enabled; the narrower ones
+ * are probed at the first narrow GEMM (models/gemm_blas.c says why). */
 #define EQ_GEMM_SMALL_MIN_NK 8
 
 /* C[M,N] (ldc) = A[M,K] (lda) * B[N,K]^T (ldb), fp32 or fp64, each element one fma chain over

@@ -85,6 +85,15 @@ static eq_status plant_one_ulp(eq_dtype dt, int64_t M, int64_t N, int64_t K, con
     return st;
 }
 
+/* Right on the wide shapes, one ulp off on a narrow one (N or K below EQ_GEMM_SMALL_MIN_NK): the
+ * enabling probe passes it, the narrow probe at the first narrow GEMM must not. */
+static eq_status plant_narrow_one_ulp(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                                      const void *B, int64_t ldb, void *C, int64_t ldc)
+{
+    if (N >= EQ_GEMM_SMALL_MIN_NK && K >= EQ_GEMM_SMALL_MIN_NK) return eq_gemm_small(dt, M, N, K, A, lda, B, ldb, C, ldc);
+    return plant_one_ulp(dt, M, N, K, A, lda, B, ldb, C, ldc);
+}
+
 /* Right except at the panel limit, where the last step rounds the product before adding. */
 static eq_status plant_unfused_at_limit(eq_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
                                         const void *B, int64_t ldb, void *C, int64_t ldc)
@@ -158,6 +167,24 @@ static void check_dtype(eq_dtype dt)
     memset(got, 0, sizeof got);
     EQ_EXPECT_OK(eq_gemm_blas(dt, M, N, K, a, K, b, K, got, N));
     EQ_EXPECT(memcmp(got, want, (size_t)(M * N) * elem) == 0, "%s: eq_gemm_blas through the small kernel differs", name);
+
+    /* The narrow shapes, probed at the first narrow GEMM: a kernel wrong only there is enabled (the
+     * wide probe passes it) but a narrow GEMM still gets the padded bits; the real kernel's narrow
+     * GEMM gives them too. */
+    enum { NM = 3, NN = 5, NK = 2 };
+    char na[NM * NK * 8], nb[NN * NK * 8], nwant[NM * NN * 8], ngot[NM * NN * 8];
+    fill(na, dt, NM * NK);
+    fill(nb, dt, NN * NK);
+    padded_blas(dt, NM, NN, NK, na, nb, NK, nwant, NN);
+    EQ_EXPECT(eq_gemm_blas_enable_small(dt, plant_narrow_one_ulp), "%s: the wide probe refused a kernel right there", name);
+    EQ_EXPECT(!eq_gemm_small_agrees(dt, plant_narrow_one_ulp), "%s: the full probe accepts a kernel wrong on narrow shapes",
+              name);
+    EQ_EXPECT_OK(eq_gemm_blas(dt, NM, NN, NK, na, NK, nb, NK, ngot, NN));
+    EQ_EXPECT(memcmp(ngot, nwant, (size_t)(NM * NN) * elem) == 0, "%s: a narrow GEMM took a kernel wrong there", name);
+    EQ_EXPECT(eq_gemm_blas_enable_small(dt, eq_gemm_small), "%s: the small kernel was not enabled again", name);
+    memset(ngot, 0, sizeof ngot);
+    EQ_EXPECT_OK(eq_gemm_blas(dt, NM, NN, NK, na, NK, nb, NK, ngot, NN));
+    EQ_EXPECT(memcmp(ngot, nwant, (size_t)(NM * NN) * elem) == 0, "%s: a narrow GEMM through the kernel differs", name);
     eq_gemm_blas_enable_small(dt, NULL);
 }
 
