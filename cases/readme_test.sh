@@ -127,7 +127,7 @@ $(cat "$text")"
     esac
     want=0
     if [[ "$comment" =~ exit\ ([0-9]+) ]]; then want=${BASH_REMATCH[1]}; fi
-    started=$SECONDS
+    started=$EPOCHREALTIME
     (cd "$repo" && timeout 120 bash -c "$text") </dev/null >"$work/out" 2>&1
     got=$?
     if [ "$got" -ne "$want" ]; then
@@ -135,7 +135,7 @@ $(cat "$text")"
         fail "$line" "'$text' ended with status $got, README says $want"
     fi
     n_run=$((n_run + 1))
-    echo "ok    README.md:$line $text  ($((SECONDS - started)) s)"
+    echo "ok    README.md:$line $text  ($(awk -v a="$started" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}') s)"
 done <"$work/commands"
 
 [ "$n_run" -gt 0 ] || fail 1 "no command found in README.md's sh and python blocks"
