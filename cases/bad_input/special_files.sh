@@ -3,7 +3,7 @@
 # hold: @MANY@ a folder of 65 copies of a case (more than `equiv list` and `equiv matrix` take),
 # @FIFO@ a FIFO no one writes to (opening it for reading would wait for ever), @FIFO_CASES@ a
 # cases folder whose fifo.ini is such a FIFO.
-#   special_files.sh EXPECT_ERROR CASE_FILE EQUIV MESSAGE-PART -- ARGS...
+#   special_files.sh EXPECT_ERROR CASE_FILE EQUIV KIND MESSAGE-PART -- ARGS...
 set -u
 expect_error=$1 kase=$2
 shift 2
