@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # --out is written all or nothing (harness/driver/out_dir.h). Parts:
 #   full       a run whose files do not fit (a file-size limit stands in for a full disk) fails with
-#              one line and leaves nothing: not the dumps written before the failure, no temporary
-#   signal     SIGTERM and SIGINT during a run remove everything the run had written
+#              one line and leaves nothing: not the dumps written before the failure, no temporary,
+#              not the missing parents of --out it made
+#   signal     SIGTERM and SIGINT during a run remove everything the run had written, the missing
+#              parents of --out it made included
+#   parents    an --out under missing folders is made with them (mkdir -p)
 #   stale      private folders and temporary files of dead runs are removed by the next run
 #   symlink    a symlink planted at an output name is replaced, never followed
 #   concurrent two runs into one --out at once leave one whole report set
 #   keep       a failing rerun leaves the earlier run's files as they were
-#   early      an --out that cannot be made fails at once, before any run (run, matrix)
+#   early      an --out that cannot be made (under a plain file) fails at once, before any run
 #   out_dir_test.sh EQUIV PART
 set -u
 equiv=$1 part=$2
@@ -21,7 +24,7 @@ mkdir "$out"
 case $part in
 full)
     # 200 KB per file: row_parallel's bf16 dumps (120 KB) fit, its fp32 dumps (232 KB) do not
-    (ulimit -f 200; trap '' XFSZ; exec "$equiv" --case row_parallel --tp 2 --out "$out") >/dev/null 2>"$work/err"
+    (ulimit -f 200; trap '' XFSZ; exec "$equiv" --case row_parallel --tp 2 --out "$out/new/run") >/dev/null 2>"$work/err"
     status=$?
     [ "$status" -eq 2 ] || fail "exit status $status, want 2"
     [ "$(wc -l <"$work/err")" -eq 1 ] || fail "stderr: $(cat "$work/err")"
@@ -31,7 +34,7 @@ full)
 signal)
     set -m # background jobs keep SIGINT (without job control bash starts them with it ignored)
     for sig in TERM INT; do
-        "$equiv" --case gpt --size docs --forward-only --tp 2 --out "$out" >/dev/null 2>&1 &
+        "$equiv" --case gpt --size docs --forward-only --tp 2 --out "$out/new/run" >/dev/null 2>&1 &
         pid=$!
         for _ in $(seq 100); do
             [ -n "$(ls -A "$out")" ] && break
@@ -91,16 +94,21 @@ keep)
     cmp -s "$work/before" "$work/after" || fail "the failed rerun changed the files"
     [ -z "$(ls -A "$out" | grep '^\.')" ] || fail "temporaries left"
     ;;
+parents)
+    "$equiv" --case row_parallel --tp 2 --dtype fp32 --out "$out/a/b/" >/dev/null || fail "run failed"
+    [ -f "$out/a/b/report.md" ] && [ -f "$out/a/b/row_parallel-fp32-dp1-tp2.h5" ] || fail "no report or dump in $out/a/b"
+    ;;
 early)
-    # A folder under a missing parent: one line, exit 2, and no cell was computed first (matrix
+    # A folder under a plain file: one line, exit 2, and no cell was computed first (matrix
     # prints nothing on stdout; the gpt docs cell alone would take minutes).
+    echo "not a folder" >"$work/plain"
     for cmd in "--case gpt --size docs --forward-only --tp 2" "matrix"; do
         # shellcheck disable=SC2086
-        "$equiv" $cmd --out "$work/missing/out" >"$work/stdout" 2>"$work/err"
+        "$equiv" $cmd --out "$work/plain/out" >"$work/stdout" 2>"$work/err"
         status=$?
         [ "$status" -eq 2 ] || fail "$cmd: exit status $status, want 2"
         [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$cmd: stderr: $(cat "$work/err")"
-        grep -q "missing/out" "$work/err" || fail "$cmd: stderr does not name the folder: $(cat "$work/err")"
+        grep -q "plain/out" "$work/err" || fail "$cmd: stderr does not name the folder: $(cat "$work/err")"
         [ ! -s "$work/stdout" ] || fail "$cmd: printed a report before failing"
     done
     ;;

@@ -22,8 +22,8 @@
 
 static eq_signal_chain chain;
 static char active_temp[4200];  /* the private folder a signal removes ("" when none) */
-static char active_dir[4096];   /* --out, removed too when created_dir (rmdir: only if empty) */
-static volatile sig_atomic_t active_created_dir;
+static char active_dir[4096];   /* --out, removed too when created_dirs (rmdir: only if empty) */
+static volatile sig_atomic_t active_created_dirs;
 
 /* Unlinks every entry of the (flat) folder, then the folder: open, getdents64, unlinkat, rmdir. */
 static void remove_flat_dir_signal_safe(const char *path)
@@ -51,12 +51,28 @@ static void remove_flat_dir_signal_safe(const char *path)
     rmdir(path);
 }
 
+/* Removes the last `levels` folders of path (--out and the parents this command created), each
+ * only if empty: rmdir and a copy of the path cut at its slashes, safe in a signal handler. */
+static void remove_created_dirs(const char *path, int levels)
+{
+    char p[sizeof active_dir];
+    size_t n = 0;
+    while (n + 1 < sizeof p && path[n] != '\0') p[n] = path[n], n++;
+    p[n] = '\0';
+    for (int k = 0; k < levels && n > 0; k++) {
+        if (rmdir(p) != 0) return;
+        while (n > 0 && p[n - 1] != '/') n--; /* the parent: cut at the last slash */
+        while (n > 1 && p[n - 1] == '/') n--;
+        p[n] = '\0';
+    }
+}
+
 static void on_signal(int sig, siginfo_t *info, void *context)
 {
     (void)info;
     (void)context;
     if (active_temp[0] != '\0') remove_flat_dir_signal_safe(active_temp);
-    if (active_created_dir) rmdir(active_dir);
+    if (active_created_dirs > 0) remove_created_dirs(active_dir, active_created_dirs);
     eq_signal_chain_pass_on(&chain, sig); /* then as the signal would have ended the process */
 }
 
@@ -64,7 +80,7 @@ static void disarm(void)
 {
     eq_signal_chain_disarm(&chain);
     active_temp[0] = '\0';
-    active_created_dir = 0;
+    active_created_dirs = 0;
 }
 
 /* ---- stale temporaries ---- */
@@ -120,6 +136,27 @@ static void clean_stale(const char *dir)
 
 /* ---- the output folder ---- */
 
+/* mkdir -p: creates path and its missing parents; returns how many folders it created (the last
+ * ones of the path), or -1 with errno set and none of them left. path is restored on return. */
+static int make_dirs(char *path)
+{
+    if (mkdir(path, 0777) == 0) return 1;
+    if (errno != ENOENT) return -1;
+    char *slash = strrchr(path, '/');
+    if (slash == NULL || slash == path) return -1; /* no parent to make ("/x" with no root?) */
+    *slash = '\0';
+    const int made = make_dirs(path);
+    *slash = '/';
+    if (made < 0) return -1;
+    if (mkdir(path, 0777) == 0) return made + 1;
+    const int err = errno;
+    *slash = '\0';
+    remove_created_dirs(path, made);
+    *slash = '/';
+    errno = err;
+    return -1;
+}
+
 int eq_out_active(const eq_out *out) { return out->dir[0] != '\0'; }
 
 eq_status eq_out_open(eq_out *out, const char *dir)
@@ -130,18 +167,20 @@ eq_status eq_out_open(eq_out *out, const char *dir)
     if (dir[0] == '\0' || strlen(dir) >= sizeof out->dir - 128)
         return EQ_FAIL(EQ_ERR_USAGE, "--out '%.60s' is empty or too long", dir);
     snprintf(out->dir, sizeof out->dir, "%s", dir);
+    for (size_t n = strlen(out->dir); n > 1 && out->dir[n - 1] == '/';) out->dir[--n] = '\0'; /* runs/ -> runs */
+    dir = out->dir;
     struct stat sb;
     if (stat(dir, &sb) == 0) {
         if (!S_ISDIR(sb.st_mode)) {
             out->dir[0] = '\0';
             return EQ_FAIL(EQ_ERR_USAGE, "--out %s exists and is not a folder", dir);
         }
-    } else if (mkdir(dir, 0777) == 0) {
-        out->created_dir = 1;
-    } else {
+    } else if ((out->created_dirs = make_dirs(out->dir)) < 0) {
         int err = errno;
+        out->created_dirs = 0;
+        eq_status st = EQ_FAIL(EQ_ERR_IO, "cannot create folder %s: %s", dir, strerror(err));
         out->dir[0] = '\0';
-        return EQ_FAIL(EQ_ERR_IO, "cannot create folder %s: %s", dir, strerror(err));
+        return st;
     }
     clean_stale(dir);
     char host[80];
@@ -155,7 +194,7 @@ eq_status eq_out_open(eq_out *out, const char *dir)
     }
     snprintf(active_temp, sizeof active_temp, "%s", out->temp);
     snprintf(active_dir, sizeof active_dir, "%s", out->dir);
-    active_created_dir = out->created_dir;
+    active_created_dirs = out->created_dirs;
     eq_signal_chain_arm(&chain, on_signal);
     return EQ_OK;
 }
@@ -215,7 +254,7 @@ eq_status eq_out_commit(eq_out *out)
     if (st == EQ_OK) {
         remove_flat_dir_signal_safe(out->temp);
         out->temp[0] = '\0';
-        out->created_dir = 0;
+        out->created_dirs = 0;
         disarm();
     }
 cleanup:
@@ -227,8 +266,8 @@ cleanup:
 void eq_out_discard(eq_out *out)
 {
     if (out->temp[0] != '\0') remove_flat_dir_signal_safe(out->temp);
-    if (out->created_dir) rmdir(out->dir);
-    if (out->temp[0] != '\0' || out->created_dir) disarm();
+    if (out->created_dirs > 0) remove_created_dirs(out->dir, out->created_dirs);
+    if (out->temp[0] != '\0' || out->created_dirs > 0) disarm();
     free(out->names);
     memset(out, 0, sizeof *out);
 }

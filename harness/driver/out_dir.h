@@ -34,11 +34,11 @@ typedef struct {
     char temp[4200]; /* the private folder inside it; "" once committed or discarded */
     char (*names)[256];
     int n_names, cap_names;
-    int created_dir; /* this command created --out (so a failure removes it again) */
+    int created_dirs; /* folders this command created: --out and its missing parents (a failure removes them again) */
 } eq_out;
 
-/* Creates --out (one level) unless it exists, cleans the temporaries of dead runs, creates the
- * private folder and arms the signal handlers. dir NULL: an inactive eq_out. */
+/* Creates --out and its missing parents unless it exists, cleans the temporaries of dead runs,
+ * creates the private folder and arms the signal handlers. dir NULL: an inactive eq_out. */
 eq_status eq_out_open(eq_out *out, const char *dir);
 /* Whether files are written at all. */
 int eq_out_active(const eq_out *out);
