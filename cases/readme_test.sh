@@ -8,7 +8,13 @@
 # README's order, in a copy of the source tree (the files git tracks, and untracked ones it does
 # not ignore), with the built EQUIV_BINARY standing in for `./equiv` and `./build/equiv` (nothing
 # is built, nothing installed) and /usr/bin/python3 for `python3`. The first command that fails
-# ends the test, named with its README line, its status and its output.
+# ends its lane, named with its README line, its status and its output.
+#
+# Two lanes at once, each in a copy of its own, each running its commands in README's order: a
+# section marked `<!-- readme_test: lane 2 -->` (an HTML comment, unseen on the rendered page)
+# goes to lane 2, every other one to lane 1. Mark only a section whose commands need nothing an
+# earlier section made (files under runs/, say) and leave nothing a later one needs: its commands
+# would fail in lane 2's copy, so a wrong mark shows on the first run.
 #
 # Marker convention, in README.md:
 #   - A sh line whose trailing comment holds one of these tags is not run:
@@ -46,16 +52,26 @@ else
         { echo "FAIL: cannot copy $src"; exit 1; }
 fi
 # ./equiv and ./build/equiv are the binary already built; python3 is the one with numpy, h5py, torch.
-printf '#!/usr/bin/env bash\nexport EQUIV_HOME="%s"\nexec "%s" "$@"\n' "$repo" "$exe" >"$repo/equiv"
-chmod +x "$repo/equiv"
-mkdir -p "$repo/build" "$work/bin"
-ln -s "$exe" "$repo/build/equiv"
+mkdir -p "$work/bin"
 [ -x /usr/bin/python3 ] && ln -s /usr/bin/python3 "$work/bin/python3"
-export PATH="$work/bin:$PATH" EQUIV_HOME="$repo"
+export PATH="$work/bin:$PATH"
+for lane in 1 2; do
+    copy="$work/repo$lane"
+    cp -a "$repo" "$copy"
+    printf '#!/usr/bin/env bash\nexport EQUIV_HOME="%s"\nexec "%s" "$@"\n' "$copy" "$exe" >"$copy/equiv"
+    chmod +x "$copy/equiv"
+    mkdir -p "$copy/build"
+    ln -s "$exe" "$copy/build/equiv"
+done
 
-# README.md -> $work/commands: one record per command, "sh<TAB>LINE<TAB>TEXT" or "py<TAB>LINE<TAB>FILE".
+# README.md -> $work/commands: one record per command, "LANE<TAB>sh<TAB>LINE<TAB>TEXT" or
+# "LANE<TAB>py<TAB>LINE<TAB>FILE".
 awk -v dir="$work" '
-    function flush_sh() { if (pending != "") print "sh\t" start "\t" pending; pending = "" }
+    function emit(rec) { print lane "\t" rec }
+    function flush_sh() { if (pending != "") emit("sh\t" start "\t" pending); pending = "" }
+    BEGIN { lane = 1 }
+    !inside && /^## / { lane = 1 }
+    !inside && /^<!-- readme_test: lane 2 -->/ { lane = 2 }
     /^[ \t]*```/ {
         if (!inside) {
             lang = $0; sub(/^[ \t]*```[ \t]*/, "", lang); sub(/[ \t].*$/, "", lang)
@@ -64,7 +80,7 @@ awk -v dir="$work" '
             next
         }
         flush_sh()
-        if (lang == "python") { close(file); print "py\t" pystart "\t" file }
+        if (lang == "python") { close(file); emit("py\t" pystart "\t" file) }
         inside = 0; lang = ""; next
     }
     inside && lang == "python" { print >file; next }
@@ -84,12 +100,18 @@ n_run=0 n_skipped=0
 skip() { n_skipped=$((n_skipped + 1)); echo "skip  README.md:$1 ($2): $3"; }
 fail() { echo "FAIL: README.md:$1: $2"; exit 1; }
 
-while IFS=$'\t' read -r kind line text; do
+# run_lane LANE: that lane's commands in its own copy; its last line "RUN SKIPPED" (or a FAIL line).
+run_lane() (
+lane=$1
+repo="$work/repo$lane"
+export EQUIV_HOME="$repo"
+while IFS=$'\t' read -r cmd_lane kind line text; do
+    [ "$cmd_lane" = "$lane" ] || continue
     if [ "$kind" = py ]; then
         if grep -q '\[fragment\]' "$text"; then skip "$line" "a fragment" "python block"; continue; fi
         [ -x /usr/bin/python3 ] || { skip "$line" "no /usr/bin/python3" "python block"; continue; }
-        if ! (cd "$repo" && timeout 120 /usr/bin/python3 "$text") </dev/null >"$work/out" 2>&1; then
-            tail -n 30 "$work/out"
+        if ! (cd "$repo" && timeout 120 /usr/bin/python3 "$text") </dev/null >"$work/out$lane" 2>&1; then
+            tail -n 30 "$work/out$lane"
             fail "$line" "the python block failed:
 $(cat "$text")"
         fi
@@ -117,10 +139,10 @@ $(cat "$text")"
     case "$text" in
     torchrun*)
         if [ -z "${torchrun_broken+set}" ]; then
-            printf 'pass\n' >"$work/noop.py"
+            printf 'pass\n' >"$work/noop$lane.py"
             torchrun_broken=""
-            (cd "$work" && timeout 60 torchrun --nproc_per_node 1 noop.py) </dev/null >"$work/torchrun.log" 2>&1 ||
-                torchrun_broken=$(grep -v '^[[:space:]]*$' "$work/torchrun.log" | tail -n 1)
+            (cd "$work" && timeout 60 torchrun --nproc_per_node 1 "noop$lane.py") </dev/null >"$work/torchrun$lane.log" 2>&1 ||
+                torchrun_broken=$(grep -v '^[[:space:]]*$' "$work/torchrun$lane.log" | tail -n 1)
         fi
         if [ -n "$torchrun_broken" ]; then skip "$line" "torchrun does not start here: $torchrun_broken" "$text"; continue; fi
         ;;
@@ -128,15 +150,31 @@ $(cat "$text")"
     want=0
     if [[ "$comment" =~ exit\ ([0-9]+) ]]; then want=${BASH_REMATCH[1]}; fi
     started=$EPOCHREALTIME
-    (cd "$repo" && timeout 120 bash -c "$text") </dev/null >"$work/out" 2>&1
+    (cd "$repo" && timeout 120 bash -c "$text") </dev/null >"$work/out$lane" 2>&1
     got=$?
     if [ "$got" -ne "$want" ]; then
-        tail -n 30 "$work/out"
+        tail -n 30 "$work/out$lane"
         fail "$line" "'$text' ended with status $got, README says $want"
     fi
     n_run=$((n_run + 1))
     echo "ok    README.md:$line $text  ($(awk -v a="$started" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}') s)"
 done <"$work/commands"
+echo "$n_run $n_skipped"
+)
 
+run_lane 1 >"$work/lane1.log" &
+run_lane 2 >"$work/lane2.log"
+wait
+failed=0 n_run=0 n_skipped=0
+for lane in 1 2; do
+    echo "-- lane $lane"
+    head -n -1 "$work/lane$lane.log"
+    last=$(tail -n 1 "$work/lane$lane.log")
+    case "$last" in
+    FAIL:*) echo "$last"; failed=1 ;;
+    *) read -r r k <<<"$last"; n_run=$((n_run + r)) n_skipped=$((n_skipped + k)) ;;
+    esac
+done
+[ "$failed" -eq 0 ] || exit 1
 [ "$n_run" -gt 0 ] || fail 1 "no command found in README.md's sh and python blocks"
-echo "ok: $n_run README commands ran in order, $n_skipped skipped by their tags"
+echo "ok: $n_run README commands ran in order (in two lanes), $n_skipped skipped by their tags"
