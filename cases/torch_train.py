@@ -1,6 +1,7 @@
 """Training runs of harness/python/examples/tiny_megatron.py, several in one process.
 
     torch_train.py WORK < JOBS     (JOBS: one run a line, "NAME ARGS...": tiny_megatron.py's arguments)
+    exit status 77 (skipped) where this python lacks torch with gloo, h5py or numpy
 
 Each run is what `tiny_megatron.py --out WORK/NAME ARGS...` does (the same parse_args and launch,
 one process per rank forked from the launching process, gloo), but all runs are launched from this
@@ -13,7 +14,17 @@ import sys
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "python", "examples"))
-import tiny_megatron  # noqa: E402
+try:  # what the runs need, checked here (a check of its own would import torch once more)
+    import h5py  # noqa: F401
+    import numpy  # noqa: F401
+    import torch.distributed
+    import tiny_megatron  # noqa: E402
+    if not torch.distributed.is_gloo_available():
+        raise ImportError("torch.distributed without gloo")
+except ImportError as e:
+    print(f"skip: {sys.executable} lacks torch (with gloo), h5py or numpy ({e}): "
+          "apt-get install python3-torch python3-h5py")
+    sys.exit(77)
 
 
 def train(work, name, argv):
