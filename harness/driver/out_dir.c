@@ -137,10 +137,13 @@ static void clean_stale(const char *dir)
 /* ---- the output folder ---- */
 
 /* mkdir -p: creates path and its missing parents; returns how many folders it created (the last
- * ones of the path), or -1 with errno set and none of them left. path is restored on return. */
+ * ones of the path), or -1 with errno set and none of them left. path is restored on return. A
+ * folder another process made meanwhile (two runs into runs/a and runs/b, both making runs/) is
+ * there, not made here. */
 static int make_dirs(char *path)
 {
     if (mkdir(path, 0777) == 0) return 1;
+    if (errno == EEXIST) return 0;
     if (errno != ENOENT) return -1;
     char *slash = strrchr(path, '/');
     if (slash == NULL || slash == path) return -1; /* no parent to make ("/x" with no root?) */
