@@ -39,8 +39,8 @@ readme="$src/README.md"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The copy: what a clone of this tree holds.
-repo="$work/repo"
+# The copy: what a clone of this tree holds (lane 1's; lane 2's is a copy of it).
+repo="$work/repo1"
 mkdir -p "$repo"
 if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     # tar keeps symlinks as links (cases/bad_input holds one to /dev/zero); a deleted file is left out
@@ -55,9 +55,9 @@ fi
 mkdir -p "$work/bin"
 [ -x /usr/bin/python3 ] && ln -s /usr/bin/python3 "$work/bin/python3"
 export PATH="$work/bin:$PATH"
+cp -a "$repo" "$work/repo2"
 for lane in 1 2; do
     copy="$work/repo$lane"
-    cp -a "$repo" "$copy"
     printf '#!/usr/bin/env bash\nexport EQUIV_HOME="%s"\nexec "%s" "$@"\n' "$copy" "$exe" >"$copy/equiv"
     chmod +x "$copy/equiv"
     mkdir -p "$copy/build"
