@@ -26,7 +26,7 @@ if [ "$mpirun" = none ]; then
     echo "no mpirun or no MPI in this build: skipped"
     exit 77
 fi
-. "$(dirname "${BASH_SOURCE[0]}")/mpi_pair_lib.sh" # $work, $fail, $checks, sim_run, mpi_check, ...
+. "$(dirname "${BASH_SOURCE[0]}")/mpi_pair_lib.sh" # $work, $fail, $checks, sim_run, mpi_check, pair, ...
 
 if want errors; then # in the background while the other parts run
 expect_error 2 "needs 4 processes" --case row_parallel --tp 4 --comm mpi
@@ -43,14 +43,11 @@ for kase in row_parallel column_parallel; do
     for layout in "1 4" "2 2" "2 1"; do mpi_check "$kase" $layout; done
 done
 for algo in tree fp32acc seq; do
-    sim_run "row_parallel-$algo" row_parallel "bf16 fp32" "1 4" --algo "$algo"
-    mpi_check "row_parallel-$algo" 1 4
+    pair "row_parallel-$algo" row_parallel "bf16 fp32" "1 4" --algo "$algo"
 done
-sim_run row_parallel-skip_allreduce row_parallel bf16 "1 4" --algo ring --inject skip_allreduce
-mpi_check row_parallel-skip_allreduce 1 4
+pair row_parallel-skip_allreduce row_parallel bf16 "1 4" --algo ring --inject skip_allreduce
 want_failed "row_parallel --inject skip_allreduce"
-sim_run column_parallel-shard_offset column_parallel fp32 "2 2" --algo ring --inject shard_offset
-mpi_check column_parallel-shard_offset 2 2
+pair column_parallel-shard_offset column_parallel fp32 "2 2" --algo ring --inject shard_offset
 want_failed "column_parallel --inject shard_offset"
 
 # The check bites: the mpi ring's dump against sim's tree dump of the same layout.
@@ -70,26 +67,20 @@ fi
 if want mlp_stack; then
 sim_run mlp_stack mlp_stack "bf16 fp32" every --algo ring
 for layout in "1 4" "2 2"; do mpi_check mlp_stack $layout; done
-sim_run mlp_stack-skip_allreduce mlp_stack bf16 "1 4" --algo ring --inject skip_allreduce
-mpi_check mlp_stack-skip_allreduce 1 4
+pair mlp_stack-skip_allreduce mlp_stack bf16 "1 4" --algo ring --inject skip_allreduce
 want_failed "mlp_stack --inject skip_allreduce"
 fi
 if want gpt; then # gpt lists layouts up to dp16-tp4: a sim run per layout
 for layout in "1 4" "2 2"; do
-    sim_run "gpt-${layout/ /-}" gpt "bf16 fp32" "$layout" --algo ring
-    mpi_check "gpt-${layout/ /-}" $layout
+    pair "gpt-${layout/ /-}" gpt "bf16 fp32" "$layout" --algo ring
 done
 fi
 if want gpt_variants; then
-sim_run gpt-sum gpt bf16 "2 2" --algo ring --grads sum
-mpi_check gpt-sum 2 2
-sim_run gpt-forward gpt fp32 "2 2" --algo tree --forward-only # the loss reduced over dp as on sim
-mpi_check gpt-forward 2 2
-sim_run gpt-skip_allreduce gpt bf16 "1 4" --algo ring --inject skip_allreduce
-mpi_check gpt-skip_allreduce 1 4
+pair gpt-sum gpt bf16 "2 2" --algo ring --grads sum
+pair gpt-forward gpt fp32 "2 2" --algo tree --forward-only # the loss reduced over dp as on sim
+pair gpt-skip_allreduce gpt bf16 "1 4" --algo ring --inject skip_allreduce
 want_failed "gpt --inject skip_allreduce"
-sim_run gpt-grad_avg_twice gpt fp32 "2 2" --algo ring --inject grad_avg_twice
-mpi_check gpt-grad_avg_twice 2 2
+pair gpt-grad_avg_twice gpt fp32 "2 2" --algo ring --inject grad_avg_twice
 want_failed "gpt --inject grad_avg_twice"
 fi
 # spd: each process its replica's rows and its tp rank's partial sums over its components; the
@@ -99,12 +90,10 @@ fi
 if want spd; then
 for layout in "1 4" "2 2" "4 1"; do
     for grads in sum avg; do
-        sim_run "spd-${layout/ /-}-$grads" spd fp32 "$layout" --algo ring --grads "$grads"
-        mpi_check "spd-${layout/ /-}-$grads" $layout
+        pair "spd-${layout/ /-}-$grads" spd fp32 "$layout" --algo ring --grads "$grads"
     done
 done
-sim_run spd-faith_every_rank spd fp32 "4 1" --algo ring --grads sum --inject faith_every_rank
-mpi_check spd-faith_every_rank 4 1
+pair spd-faith_every_rank spd fp32 "4 1" --algo ring --grads sum --inject faith_every_rank
 want_failed "spd --grads sum --inject faith_every_rank"
 fi
 

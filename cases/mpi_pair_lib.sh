@@ -90,6 +90,9 @@ mpi_check() {
     [ "$fail" -eq 0 ] && echo "ok: $tag (${sim_dtypes[$name]}): mpi = sim bit for bit (exit status $last_status)"
 }
 
+# pair NAME CASE DTYPES "DP TP" [EXTRA...]: sim_run of that one layout, then its mpi_check.
+pair() { sim_run "$@"; mpi_check "$1" $4; } # $4 unquoted: "DP TP" is mpi_check's two arguments
+
 # want_failed WHAT: the mpi run before it found its injected bug (exit status 1, as on sim).
 want_failed() { [ "$last_status" -eq 1 ] || bad "$1: exit status $last_status, want 1 (the injected bug found)"; }
 

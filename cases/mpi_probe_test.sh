@@ -22,7 +22,7 @@ if [ "$mpirun" = none ]; then
     echo "no mpirun or no MPI in this build: skipped"
     exit 77
 fi
-. "$(dirname "${BASH_SOURCE[0]}")/mpi_pair_lib.sh" # $work, $fail, $checks, sim_run, mpi_check, ...
+. "$(dirname "${BASH_SOURCE[0]}")/mpi_pair_lib.sh" # $work, $fail, $checks, sim_run, mpi_check, pair, ...
 
 # Errors under mpirun (in the background while the runs go): exit status 2, one line, nothing written.
 want layouts && expect_error 4 "data parallel only" --case probe --dp 2 --tp 2 --comm mpi
@@ -30,21 +30,17 @@ want layouts && expect_error 4 "data parallel only" --case probe --dp 2 --tp 2 -
 # Each bug under both transports: same dump, exit 1 (var_fp32 shows in fp64 runs).
 if want bugs; then
 for bug in local_count ddp_sync rank_sampling bars_dot_one_rank; do
-    sim_run "probe-$bug" probe fp32 "4 1" --inject "$bug"
-    mpi_check "probe-$bug" 4 1
+    pair "probe-$bug" probe fp32 "4 1" --inject "$bug"
     want_failed "probe --inject $bug"
 done
-sim_run probe-var_fp32 probe fp64 "4 1" --inject var_fp32
-mpi_check probe-var_fp32 4 1
+pair probe-var_fp32 probe fp64 "4 1" --inject var_fp32
 want_failed "probe --inject var_fp32"
 fi
 
 if want layouts; then
 # dp 2: U splits 10/9, in bf16, fp32 and fp64 (the case's dtypes); dp 4: E 6 each, U 5/5/5/4 (uneven).
-sim_run probe-dp2 probe "bf16 fp32 fp64" "2 1"
-mpi_check probe-dp2 2 1
-sim_run probe-dp4 probe fp32 "4 1"
-mpi_check probe-dp4 4 1
+pair probe-dp2 probe "bf16 fp32 fp64" "2 1"
+pair probe-dp4 probe fp32 "4 1"
 
 # The check bites: the dp 4 mpi dump against the dp 2 sim dump (the buffers summed in another order).
 "$equiv" compare "$work/sim-probe-dp2/probe-fp32-dp2-tp1.h5" "$work/mpi-probe-dp4-dp4-tp1/probe-fp32-dp4-tp1.h5" \
