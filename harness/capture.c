@@ -69,6 +69,7 @@ static eq_status append(eq_capture *cap, const char *path, int layer, const char
     e->tensor = *t;
     e->borrowed = borrowed;
     e->shard = EQ_SHARD_REPLICATED;
+    e->assembled_tp_dim = -1;
     e->grad_scale = 1.0;
     e->gemm.accumulate = EQ_FP32;
     memset(t, 0, sizeof *t);

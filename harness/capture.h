@@ -96,6 +96,7 @@ typedef struct {
     int borrowed;           /* 1: tensor's storage is another capture's, which outlives this one, and
                              * eq_capture_free leaves it (eq_capture_add_borrowed); read only */
     eq_shard shard;         /* how a rank's file holds it (EQ_SHARD_REPLICATED once assembled) */
+    int assembled_tp_dim;   /* assembled from tp shards along this dim (-1: not; a file of full tensors) */
     double grad_scale;      /* stored = grad_scale x the gradient of the global loss (1 unless said) */
     eq_gemm_operands gemm;  /* recorded with the capture, or none */
     char dims[EQ_NAME_MAX]; /* its dimensions' names, "seq,batch,hidden" ("": not named) */

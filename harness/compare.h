@@ -105,12 +105,40 @@ typedef struct {
                                            probability (harness/rounding_bound.h) */
 } eq_theory;
 
+/* What rounding cannot do: a factor, a shift, one tp shard off (harness/structure.h). */
+#define EQ_STRUCTURE_BLOCKS 16     /* G: blocks of rows (and of columns) a tensor is cut into */
+#define EQ_STRUCTURE_MIN_BLOCKS 8  /* fewer rows (columns) than this: that view is not tested */
+#define EQ_STRUCTURE_ALPHA 1e-6    /* false-alarm probability per test per tensor */
+#define EQ_SHARD_RATIO 16.0        /* the worst shard's relative error energy over the others' */
+
+typedef struct {
+    int applies;                /* at least one test ran */
+    int factor_tested;
+    double factor;              /* 1 + f: the least-squares scale <test,ref> / <ref,ref> */
+    double factor_spread;       /* rounding's standard error of it (between blocks) */
+    double factor_t, factor_limit; /* |f| / spread and the t quantile it must stay below */
+    int shift_tested;
+    double shift_rel;           /* rms of the estimated shift b over rms(ref) */
+    double shift_t, shift_limit;
+    int shard_tested;
+    int shard_count, shard_dim; /* tp shards along dim */
+    int shard_worst;            /* the tp rank whose shard is worst */
+    double shard_ratio;         /* its relative error energy over the other shards' (Inf: they are exact) */
+    double shard_rel;           /* its relative RMS error */
+    double shard_share;         /* the share of its elements that differ */
+    double unit_roundoff;       /* of the run's dtype */
+    int factor_flagged, shift_flagged, shard_flagged;
+} eq_structure;
+
 /* --truth: how far each run is from the fp64 run of the same step (harness/truth.h). */
 typedef struct {
     int applies;                /* the truth run has this tensor */
     double ref_max, test_max;   /* max |run - truth| */
     double ref_rel, test_rel;   /* ||run - truth||_F / ||truth||_F */
     double unit_roundoff;       /* of the runs' dtype */
+    eq_dtype truth_dtype;       /* the truth run's (fp64 for equiv's --truth; a user's: one precision up) */
+    int judged;                 /* a user's run compared with --truth DIR: a layout less accurate than the
+                                   reference by more than EQ_TRUTH_RATIO is not rounding (harness/truth.h) */
 } eq_truth;
 
 typedef struct {
@@ -123,12 +151,13 @@ typedef struct {
     eq_metrics m;
     eq_theory theory;
     eq_truth truth;
+    eq_structure structure; /* a user's run (source set): the tests of harness/structure.h */
     eq_expect expect;   /* inputs and params are always expected bit_exact */
     eq_expect_size expect_size; /* of a differs from the case's [expect.<grads>] (EQ_SIZE_ANY: none) */
     /* The verdict: written by eq_judge (harness/verdict.h) from the fields above, and by nothing else. */
     eq_observed observed;
     int as_expected;
-    char diagnosis[160];
+    char diagnosis[320];
 } eq_tensor_result;
 
 typedef struct {

@@ -478,7 +478,7 @@ static void test_sized_differs(void)
 {
     const eq_expect_size rel = {EQ_SIZE_REL, 1e-3, 1e-2}, factor = {EQ_SIZE_FACTOR, 0.12, 0.13};
     const eq_expect_size any = {EQ_SIZE_ANY, 0, 0};
-    char diag[160];
+    char diag[320];
     EQ_EXPECT(sized_verdict(1.003, 0, rel, diag, sizeof diag), "x1.003 (rel 3e-3) not as expected: %s", diag);
     EQ_EXPECT(!sized_verdict(1.03, 0, rel, diag, sizeof diag), "x1.03 (rel 3e-2, 10x the size) as expected");
     EXPECT_HAS(diag, "; rel 0.03, expected differs rel 0.001..0.01");

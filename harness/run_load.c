@@ -205,6 +205,7 @@ static eq_status assemble_entry(const eq_capture *ranks, const char *const *name
     if (strcmp(e0->path, e0->name) == 0) EQ_TRY(eq_capture_add_path(out, e0->path, e0->layer, e0->role, &full));
     else EQ_TRY(eq_capture_add(out, e0->layer, e0->name, e0->role, &full));
     out->entries[out->count - 1].gemm = e0->gemm;
+    out->entries[out->count - 1].assembled_tp_dim = m0->tp > 1 ? e0->shard.tp_dim : -1;
 cleanup:
     eq_tensor_free(&full);
     free(dp_off);

@@ -35,6 +35,7 @@ eq_status eq_truth_apply(eq_comparison *cmp, const eq_capture *ref, const eq_cap
         distances(at, &b->tensor, tt, &r->truth);
         /* the run's dtype, not the storage's: losses are kept in fp64 */
         r->truth.unit_roundoff = eq_dtype_unit_roundoff(ref->meta.dtype);
+        r->truth.truth_dtype = truth->meta.dtype;
         r->truth.applies = 1;
     }
     return EQ_OK;
@@ -54,4 +55,10 @@ const char *eq_truth_reading(const eq_truth *t, char *buf, size_t len)
         else snprintf(buf, len, "as accurate (x%.3g)", ratio);
     }
     return buf;
+}
+
+int eq_truth_flagged(const eq_truth *t)
+{
+    return t->applies && t->judged && t->test_rel > EQ_TRUTH_FLOOR_U * t->unit_roundoff &&
+           t->test_rel > EQ_TRUTH_RATIO * t->ref_rel;
 }

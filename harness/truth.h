@@ -12,6 +12,17 @@
 #include "harness/capture.h"
 #include "harness/compare.h"
 
+/* A user's run judged against a truth (`equiv compare REF TEST --truth DIR`): the layout is not
+ * rounding where it is more than EQ_TRUTH_RATIO times further from the truth than the reference is,
+ * and further than EQ_TRUTH_FLOOR_U units of roundoff of the runs' dtype (below that, any few
+ * roundings explain it). Measured on honest runs at dp 2..8, tp 2..8 and dp x tp, five seeds, bf16
+ * and fp32: README "How sure is a verdict". */
+#define EQ_TRUTH_RATIO 3.0
+#define EQ_TRUTH_FLOOR_U 1.0
+
+/* Is the layout less accurate than rounding allows (judged runs only)? */
+int eq_truth_flagged(const eq_truth *t);
+
 /* Fills the truth fields of cmp's activation, gradient and loss results whose path the truth run
  * has. EQ_ERR_INPUT naming the tensor when the truth's shape differs from the reference's. */
 eq_status eq_truth_apply(eq_comparison *cmp, const eq_capture *ref, const eq_capture *test, const eq_capture *truth);

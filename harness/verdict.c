@@ -1,10 +1,13 @@
 /* A comparison's verdict from its evidence (verdict.h). */
 #include "harness/verdict.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "harness/structure.h"
 #include "harness/train_curve.h"
+#include "harness/truth.h"
 
 /* What the metrics and the rounding-error bound say the difference is, into observed and diagnosis. */
 static void observe(eq_tensor_result *res)
@@ -15,6 +18,23 @@ static void observe(eq_tensor_result *res)
         res->observed = EQ_OBS_OUTSIDE;
         snprintf(res->diagnosis, sizeof res->diagnosis,
                  "above the rounding-error bound (x%.3g of it): no summation order explains it", res->theory.det_ratio);
+        return;
+    }
+    /* A user's run: structure, then the truth (a tolerance-table OUTSIDE gets the reason appended) */
+    char why[sizeof res->diagnosis];
+    why[0] = '\0';
+    if (eq_structure_flagged(&res->structure)) eq_structure_reading(&res->structure, why, sizeof why);
+    else if (eq_truth_flagged(&res->truth))
+        snprintf(why, sizeof why, "x%.3g less accurate than the reference against the %s truth (rounding allows x%g)",
+                 res->truth.ref_rel > 0 ? res->truth.test_rel / res->truth.ref_rel : INFINITY,
+                 eq_dtype_name(res->truth.truth_dtype), EQ_TRUTH_RATIO);
+    if (why[0] == '\0') return;
+    if (res->observed == EQ_OBS_WITHIN) {
+        res->observed = EQ_OBS_OUTSIDE;
+        snprintf(res->diagnosis, sizeof res->diagnosis, "%s", why);
+    } else if (res->observed == EQ_OBS_OUTSIDE && strstr(res->diagnosis, "uniform scale") == NULL) {
+        size_t used = strlen(res->diagnosis);
+        snprintf(res->diagnosis + used, sizeof res->diagnosis - used, "; %s", why);
     }
 }
 

@@ -6,7 +6,10 @@
  * comparison's findings from assembling the runs. eq_judge reads that evidence and writes, per result:
  *   observed     eq_observe of the metrics, raised from within to outside when |d| is above the
  *                deterministic rounding-error bound somewhere (no summation order explains it,
- *                however loose the tolerance table is);
+ *                however loose the tolerance table is), and, for a user's run, when its structure
+ *                is not rounding's (a factor, a shift, one tp shard off: harness/structure.h) or,
+ *                compared with --truth DIR, when it is less accurate than rounding allows
+ *                (harness/truth.h);
  *   diagnosis    eq_diagnose of the metrics, or the bound's sentence when it raised observed; a
  *                differs whose stated size is not met gets the size it had and the one expected
  *                appended ("; rel 6.7e-11, expected differs rel 3e-4..1e-2");
@@ -15,7 +18,8 @@
  * and the comparison's n_unexpected: the results not as expected, plus one per finding, plus one
  * for a training curve not as expected (--steps N: eq_steps_curve_judge, harness/train_curve.h). Nothing
  * else writes these fields, so the verdict does not depend on the order the evidence arrived in,
- * and judging twice gives the same verdict. The truth run informs the reader, never the verdict. */
+ * and judging twice gives the same verdict. For equiv's own cases the truth run (--truth)
+ * informs the reader, never the verdict: their bounds and tables already judge. */
 #ifndef EQUIV_HARNESS_VERDICT_H
 #define EQUIV_HARNESS_VERDICT_H
 

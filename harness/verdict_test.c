@@ -121,7 +121,7 @@ static void arrive(eq_comparison *c, evidence ev)
         }
         break;
     case EV_TRUTH:
-        if (t->truth) r->truth = (eq_truth){1, 1e-9, 0.1, 1e-9, 0.5, 0x1p-53};
+        if (t->truth) r->truth = (eq_truth){.applies = 1, .ref_max = 1e-9, .test_max = 0.1, .ref_rel = 1e-9, .test_rel = 0.5, .unit_roundoff = 0x1p-53};
         break;
     case EV_KINDS: break;
     }

@@ -65,6 +65,9 @@ void eq_cli_print_help(void)
            "                     mpi: one rank per process under mpirun/srun (-np = dp x tp), rank 0\n"
            "                     computes the reference, compares and writes; nccl: one rank per GPU\n"
            "compare options:\n"
+           "  --truth DIR        (after compare) the reference's step one precision up (fp32 for a bf16\n"
+           "                     run, fp64 for fp32): a layout less accurate than the reference by more\n"
+           "                     than rounding allows is not as expected\n"
            "  --expect E         bit_exact, within (default), differs, must_fail\n"
            "  --tolerance NAME   entry of the tolerance file (default: the case's entry for the dtype;\n"
            "                     a run of no case: default_<dtype>, which the report names)\n"
@@ -154,7 +157,7 @@ static const option_spec options[OPT_COUNT] = {
     [OPT_NUMERICS] = {"--numerics", NULL, 1, 0, RUN},
     [OPT_INJECT] = {"--inject", NULL, 1, 1, RUN},
     [OPT_FORWARD_ONLY] = {"--forward-only", NULL, 0, 0, RUN},
-    [OPT_TRUTH] = {"--truth", NULL, 0, 0, RUN},
+    [OPT_TRUTH] = {"--truth", NULL, 0, 0, RUN | COMPARE}, /* compare: --truth DIR (read in eq_cli_parse) */
     [OPT_STEPS] = {"--steps", NULL, 1, 0, RUN},
     [OPT_OPTIMIZER] = {"--optimizer", NULL, 1, 0, RUN},
     [OPT_LR] = {"--lr", NULL, 1, 0, RUN},
@@ -377,6 +380,8 @@ static eq_status check_steps(const eq_cli *cli)
     return EQ_OK;
 }
 
+static const char opt_name_truth[] = "--truth";
+
 eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
 {
     memset(cli, 0, sizeof *cli);
@@ -409,7 +414,9 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
         const option_spec *spec = &options[id];
         if (++seen[id] > 1 && !spec->repeatable)
             return EQ_FAIL(EQ_ERR_USAGE, "option %s given twice (it takes one value; the last would win)", spec->name);
-        if (!spec->takes_value) {
+        /* `equiv compare REF TEST --truth DIR`: there --truth names the truth run; a run's is a flag */
+        const int compare_truth = id == OPT_TRUTH && n_positional > 0 && strcmp(positional[0], "compare") == 0;
+        if (!spec->takes_value && !compare_truth) {
             if (eq != NULL) return EQ_FAIL(EQ_ERR_USAGE, "option %s takes no value, got '%s'", spec->name, arg);
             set_flag(cli, id);
             continue;
@@ -419,8 +426,9 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
         if (val[0] == '\0' || (eq == NULL && strncmp(val, "--", 2) == 0))
             return EQ_FAIL(EQ_ERR_USAGE, "option %.*s needs a value, got '%s' (see equiv --help)", (int)name_len, arg,
                            val);
-        eq_status st = parse_value(cli, id, val);
+        eq_status st = compare_truth ? check_path(opt_name_truth, val) : parse_value(cli, id, val);
         if (st != EQ_OK) return st;
+        if (compare_truth) cli->truth_path = val;
     }
     /* --help and --version answer whatever else is given (once it parses). */
     if (seen[OPT_HELP] || seen[OPT_VERSION]) {
@@ -436,6 +444,9 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
                            cli->command == EQ_CMD_RUN ? " (equiv --case NAME)" : "");
         }
     }
+    if (cli->command == EQ_CMD_COMPARE && cli->truth && cli->truth_path == NULL)
+        return EQ_FAIL(EQ_ERR_USAGE, "compare takes --truth DIR after the word compare (the truth run: the "
+                       "reference's step one precision up)");
     if (cli->command == EQ_CMD_RUN && cli->case_name == NULL)
         return EQ_FAIL(EQ_ERR_USAGE, "no --case given (see equiv --list)");
     return check_steps(cli);

@@ -43,6 +43,7 @@ typedef struct {
     unsigned bugs;                     /* eq_bug flags to inject into the layout's run, never the reference */
     int forward_only;                  /* --forward-only: no backward, no gradients */
     int truth;                         /* --truth: both runs also against the fp64 run (harness/truth.h) */
+    const char *truth_path;            /* compare --truth DIR: the user's truth run (one precision up) */
     int steps;                         /* --steps N: optimizer steps of both runs (1: the one step; harness/driver/train.h) */
     int optimizer;                     /* --optimizer: an eq_optimizer_kind (harness/optimizer.h), adam unless given */
     int has_optimizer, has_lr;         /* given on the command line */

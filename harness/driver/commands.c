@@ -434,7 +434,7 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
 {
     eq_status st = EQ_OK;
     eq_paths paths;
-    eq_capture ref = {0}, test = {0};
+    eq_capture ref = {0}, test = {0}, truth = {0};
     eq_comparison cmp = {0};
     eq_out out = {0};
     int have_cmp = 0;
@@ -456,6 +456,10 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     EQ_TRY(eq_run_load(cli->compare_paths[0], &ref));
     eq_progress_phase(&progress, "read the test run", 0, 0, -1.0);
     EQ_TRY(eq_run_load(cli->compare_paths[1], &test));
+    if (cli->truth_path != NULL) {
+        eq_progress_phase(&progress, "read the truth run", 0, 0, -1.0);
+        EQ_TRY(eq_run_load(cli->truth_path, &truth));
+    }
     name_run(&ref, cli->compare_paths[0]);
     name_run(&test, cli->compare_paths[1]);
 
@@ -479,7 +483,7 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
                                                        (eq_layout){test.meta.dp, test.meta.tp});
 
     eq_progress_phase(&progress, "compare", 0, 0, -1.0);
-    EQ_TRY(eq_compare_runs(&ref, &test, NULL, &tol, &grad_tol, expect, known_case && !cli->has_expect ? kase : NULL,
+    EQ_TRY(eq_compare_runs(&ref, &test, cli->truth_path != NULL ? &truth : NULL, &tol, &grad_tol, expect, known_case && !cli->has_expect ? kase : NULL,
                            &cmp));
     have_cmp = 1;
     eq_progress_clear(&progress); /* the report starts on a line of its own */
@@ -492,6 +496,7 @@ cleanup:
     if (have_cmp) eq_comparison_free(&cmp);
     eq_capture_free(&ref);
     eq_capture_free(&test);
+    eq_capture_free(&truth);
     free(kase);
     free(table);
     return st;
