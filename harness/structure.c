@@ -269,6 +269,17 @@ int eq_structure_flagged(const eq_structure *s)
     return s->applies && (s->factor_flagged || s->shift_flagged || s->shard_flagged);
 }
 
+double eq_structure_margin(const eq_structure *s)
+{
+    double m = 0;
+    if (s->factor_tested) m = fmax(m, s->factor_t / s->factor_limit);
+    if (s->shift_tested) m = fmax(m, s->shift_t / s->shift_limit);
+    if (s->shard_tested)
+        m = fmax(m, fmin(s->shard_ratio / EQ_SHARD_RATIO,
+                         fmin(s->shard_rel / (2.0 * s->unit_roundoff), s->shard_share / 0.5)));
+    return m;
+}
+
 const char *eq_structure_reading(const eq_structure *s, char *buf, size_t len)
 {
     buf[0] = '\0';

@@ -53,6 +53,11 @@ eq_status eq_structure_apply(eq_comparison *cmp, const eq_capture *ref, const eq
 /* Is any test above its limit? */
 int eq_structure_flagged(const eq_structure *s);
 
+/* How close the tensor came to being flagged: the largest over the tests of its statistic over its
+ * limit (the shard test: the least of its three conditions' ratios); >= 1 exactly when flagged, 0
+ * when no test ran. */
+double eq_structure_margin(const eq_structure *s);
+
 /* Why, for a flagged structure: "systematic factor 1.0025, rounding allows 1 +- 0.00031 (t 41 >
  * 6.2)", "a shift repeated on every row, 0.9% of rms(ref) (t 88 > 17)", "tp rank 3's shard off:
  * rel 1.1e-02, x4.2e+03 the other shards' error energy"; the strongest first. "" otherwise. */

@@ -12,7 +12,8 @@
  *                                  "expect_size": {"metric": "rel", "lo", "hi"} for a differs
  *                                  that states its size,
  *                                  "theory": {...} where a rounding bound applies,
- *                                  "truth": {...} with --truth}],
+ *                                  "truth": {...} with --truth,
+ *                                  "structure": {...} for a user's run}],
  *                     "steps": {...} with --steps N > 1 (reports/report_steps.h)}],
  *    "summary": {"comparisons", "tensors", "unexpected", "line"}}
  *
@@ -26,6 +27,7 @@
 #include <stdint.h>
 
 #include "harness/run_cell.h"
+#include "harness/structure.h"
 #include "reports/report.h"
 #include "reports/report_columns.h"
 #include "reports/report_steps.h"
@@ -113,6 +115,36 @@ static json_t *truth_json(const eq_truth *t)
     bad |= json_object_set_new(o, "test_max", number(t->test_max));
     bad |= json_object_set_new(o, "ref_rel", number(t->ref_rel));
     bad |= json_object_set_new(o, "test_rel", number(t->test_rel));
+    bad |= json_object_set_new(o, "truth_dtype", json_string(eq_dtype_name(t->truth_dtype)));
+    bad |= json_object_set_new(o, "judged", json_boolean(t->judged));
+    if (bad) json_decref(o);
+    return bad ? NULL : o;
+}
+
+/* A user's run: what rounding cannot do (harness/structure.h); only the tests that ran. */
+static json_t *structure_json(const eq_structure *s)
+{
+    json_t *o = json_object();
+    int bad = o == NULL;
+    if (s->factor_tested) {
+        bad |= json_object_set_new(o, "factor", number(s->factor));
+        bad |= json_object_set_new(o, "factor_spread", number(s->factor_spread));
+        bad |= json_object_set_new(o, "factor_t", number(s->factor_t));
+        bad |= json_object_set_new(o, "factor_limit", number(s->factor_limit));
+    }
+    if (s->shift_tested) {
+        bad |= json_object_set_new(o, "shift_rel", number(s->shift_rel));
+        bad |= json_object_set_new(o, "shift_t", number(s->shift_t));
+        bad |= json_object_set_new(o, "shift_limit", number(s->shift_limit));
+    }
+    if (s->shard_tested) {
+        bad |= json_object_set_new(o, "shard_worst", json_integer(s->shard_worst));
+        bad |= json_object_set_new(o, "shard_ratio", number(s->shard_ratio));
+        bad |= json_object_set_new(o, "shard_rel", number(s->shard_rel));
+        bad |= json_object_set_new(o, "shard_share", number(s->shard_share));
+    }
+    bad |= json_object_set_new(o, "flagged", json_boolean(eq_structure_flagged(s)));
+    bad |= json_object_set_new(o, "margin", number(eq_structure_margin(s)));
     if (bad) json_decref(o);
     return bad ? NULL : o;
 }
@@ -161,6 +193,7 @@ static json_t *result_json(const eq_tensor_result *r)
     bad |= json_object_set_new(o, "metrics", metrics_json(&r->m));
     if (r->theory.applies) bad |= json_object_set_new(o, "theory", theory_json(&r->theory));
     if (r->truth.applies) bad |= json_object_set_new(o, "truth", truth_json(&r->truth));
+    if (r->structure.applies) bad |= json_object_set_new(o, "structure", structure_json(&r->structure));
     if (bad) json_decref(o);
     return bad ? NULL : o;
 }

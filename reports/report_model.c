@@ -1,6 +1,9 @@
 /* The parts of a comparison's report and their tables (report_model.h), written through a renderer. */
 #include "reports/report_model.h"
 
+#include "harness/structure.h"
+#include "harness/truth.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,6 +293,57 @@ static eq_status bound_coverage(const eq_renderer *rd, const eq_comparison *c)
     return EQ_OK;
 }
 
+/* A user's run: the structure tests and the truth, what they covered and how close the tensors as
+ * expected came to a limit (the margin: 0.3 is a third of the way to "not rounding"). */
+static eq_status evidence(const eq_renderer *rd, const eq_comparison *c)
+{
+    int tested = 0, flagged = 0, judged = 0, truth_flagged = 0;
+    const eq_tensor_result *closest = NULL, *closest_truth = NULL;
+    double margin = -1, truth_margin = -1;
+    for (int i = 0; i < c->count; i++) {
+        const eq_tensor_result *r = &c->results[i];
+        if (r->structure.applies) {
+            tested++;
+            flagged += eq_structure_flagged(&r->structure);
+            double m = eq_structure_margin(&r->structure);
+            if (!eq_structure_flagged(&r->structure) && m > margin) margin = m, closest = r;
+        }
+        if (r->truth.applies && r->truth.judged) {
+            judged++;
+            truth_flagged += eq_truth_flagged(&r->truth);
+            double m = r->truth.ref_rel > 0 ? r->truth.test_rel / r->truth.ref_rel : 0;
+            if (!eq_truth_flagged(&r->truth) && m > truth_margin) truth_margin = m, closest_truth = r;
+        }
+    }
+    if (tested == 0 && judged == 0) return EQ_OK;
+    char text[64];
+    rd->para_begin(rd);
+    eq_render_textf(rd, "Structure (rounding is unstructured; a bug is a factor, a shift on every row or one tp rank's "
+                        "shard): tested on %d tensor%s at a false-alarm probability of %g per test and tensor, %d "
+                        "flagged.", tested, tested == 1 ? "" : "s", EQ_STRUCTURE_ALPHA, flagged);
+    if (closest != NULL) {
+        rd->text(rd, " Closest to a limit of those not flagged: ");
+        rd->code(rd, closest->path);
+        eq_render_textf(rd, ", %s of the way.", eq_format_sig(eq_structure_margin(&closest->structure), 2, text,
+                                                                sizeof text));
+    }
+    rd->para_end(rd);
+    if (judged > 0) {
+        rd->para_begin(rd);
+        eq_render_textf(rd, "Truth (the reference's step in %s): %d tensor%s judged, a layout more than x%g further from "
+                            "the truth than the reference (and above %g u) is not rounding; %d flagged.",
+                        eq_dtype_name(c->results[0].truth.truth_dtype), judged, judged == 1 ? "" : "s",
+                        EQ_TRUTH_RATIO, EQ_TRUTH_FLOOR_U, truth_flagged);
+        if (closest_truth != NULL) {
+            rd->text(rd, " Least accurate of those not flagged: ");
+            rd->code(rd, closest_truth->path);
+            eq_render_textf(rd, ", x%s the reference's error.", eq_format_sig(truth_margin, 3, text, sizeof text));
+        }
+        rd->para_end(rd);
+    }
+    return EQ_OK;
+}
+
 static eq_status truth(const eq_renderer *rd, const eq_comparison *c)
 {
     eq_report_write_table(rd, TRUTH, c);
@@ -367,6 +421,7 @@ const eq_report_part eq_report_parts[] = {
     {"theory", EQ_COLUMN_BOTH, theory},
     {"bound coverage", EQ_COLUMN_MARKDOWN, bound_coverage},
     {"truth", EQ_COLUMN_BOTH, truth},
+    {"evidence", EQ_COLUMN_BOTH, evidence},
     {"unexpected", EQ_COLUMN_BOTH, unexpected},
 };
 const int eq_report_n_parts = (int)(sizeof eq_report_parts / sizeof eq_report_parts[0]);

@@ -95,7 +95,10 @@ static void build(eq_comparison *c)
         r->theory = (eq_theory){.applies = 1, .terms = 64, .ref_partitions = 1, .test_partitions = 2,
                                 .det_ratio = 0.5 + r->layer, .prob_ratio = 0.25, .det_bound_max = 0.125,
                                 .prob_bound_max = 0.0625, .prob_lambda = 5.5, .prob_failure = 1e-3};
-        r->truth = (eq_truth){.applies = 1, .ref_max = 0.5, .test_max = 0.75, .ref_rel = 1e-3, .test_rel = 2e-3};
+        r->truth = (eq_truth){.applies = 1, .ref_max = 0.5, .test_max = 0.75, .ref_rel = 1e-3, .test_rel = 2e-3,
+                              .truth_dtype = EQ_FP64, .judged = 1};
+        r->structure = (eq_structure){.applies = 1, .factor_tested = 1, .factor = 1.0001, .factor_spread = 1e-4,
+                                      .factor_t = 1.0, .factor_limit = 8.0, .unit_roundoff = 0x1p-24};
     }
     add_curve(c);
     eq_judge(c);
