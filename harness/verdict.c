@@ -52,6 +52,22 @@ static int met(eq_tensor_result *res)
     return 0;
 }
 
+/* The finding's tensor when it is one that should be replicated and is not ("test run: PATH (role)
+ * should be replicated over ...", harness/run_load.c), else NULL. */
+static eq_tensor_result *replica_finding(eq_comparison *cmp, const char *finding)
+{
+    const char *p = strncmp(finding, "test run: ", 10) == 0 ? finding + 10
+                    : strncmp(finding, "reference: ", 11) == 0 ? finding + 11 : NULL;
+    const char *end = p != NULL ? strstr(p, ") should be replicated over ") : NULL;
+    const char *open = end != NULL ? end : NULL;
+    while (open != NULL && open > p && *open != '(') open--;
+    if (open == NULL || open - p < 2 || open[-1] != ' ') return NULL;
+    size_t len = (size_t)(open - 1 - p);
+    for (int i = 0; i < cmp->count; i++)
+        if (strlen(cmp->results[i].path) == len && strncmp(cmp->results[i].path, p, len) == 0) return &cmp->results[i];
+    return NULL;
+}
+
 void eq_judge(eq_comparison *cmp)
 {
     cmp->n_unexpected = cmp->n_findings;
@@ -60,6 +76,15 @@ void eq_judge(eq_comparison *cmp)
         observe(res);
         res->as_expected = met(res);
         cmp->n_unexpected += !res->as_expected;
+    }
+    /* A tensor whose ranks disagree where they should hold one copy is not as expected itself, so
+     * "where it starts" can name it in capture order; the finding already counted it. */
+    for (int f = 0; f < cmp->n_findings; f++) {
+        eq_tensor_result *res = replica_finding(cmp, cmp->findings[f]);
+        if (res == NULL || !res->as_expected) continue;
+        res->as_expected = 0;
+        snprintf(res->diagnosis, sizeof res->diagnosis, "its ranks differ where they should hold one copy (the "
+                 "assembly finding); the copy compared is %s", eq_observed_name(res->observed));
     }
     if (cmp->steps != NULL) cmp->n_unexpected += eq_steps_curve_judge(cmp->steps); /* --steps N: the curve */
 }

@@ -15,6 +15,9 @@
  *                appended ("; rel 6.7e-11, expected differs rel 3e-4..1e-2");
  *   as_expected  the expectation met by observed and, for a differs, the size met by worst_rel or
  *                ls_scale (harness/tolerance.h);
+ * a result whose tensor a finding says the ranks should hold one copy of and do not is not as expected
+ * either (its diagnosis says so), so "where it starts" can name it in capture order, and is counted
+ * once, by its finding;
  * and the comparison's n_unexpected: the results not as expected, plus one per finding, plus one
  * for a training curve not as expected (--steps N: eq_steps_curve_judge, harness/train_curve.h). Nothing
  * else writes these fields, so the verdict does not depend on the order the evidence arrived in,

@@ -8,13 +8,16 @@
  *    comparison's within, met or not; a differs size missed after the bound raised it. A finding counts
  *    once, and the truth run never changes a verdict.
  * 2. The real gatherers (the case's lines, the rounding bound, the truth run) run on one pair of
- *    captures in each of their six orders and give the same verdict, and the verdict derived by hand. */
+ *    captures in each of their six orders and give the same verdict, and the verdict derived by hand.
+ * 3. A user's run: a flagged factor and a judged truth 5x less accurate raise within to outside with
+ *    their reasons; a tensor a replica finding names is not as expected and counted once. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/rounding_bound.h"
+#include "harness/structure.h"
 #include "harness/base/testing.h"
 #include "harness/truth.h"
 #include "harness/verdict.h"
@@ -338,9 +341,57 @@ static void test_gatherers_in_any_order(void)
     eq_capture_free(&truth);
 }
 
+/* ---- 3. a user's run: structure, a judged truth, a replica finding ---- */
+
+/* Four activations within the tolerance: "factor" with a flagged factor test, "truth" 5x less
+ * accurate than the reference against a judged truth, "copy" named by a finding that its ranks
+ * differ, "plain" with neither; and a finding of the same kind naming a tensor no result has. */
+static void test_users_run_evidence(void)
+{
+    eq_comparison c;
+    memset(&c, 0, sizeof c);
+    c.tol = c.grad_tol = tol;
+    c.expect = EQ_EXPECT_WITHIN;
+    c.count = 4;
+    c.results = calloc(4, sizeof *c.results);
+    c.findings = calloc(2, sizeof *c.findings);
+    EQ_EXPECT(c.results != NULL && c.findings != NULL, "no memory");
+    if (c.results == NULL || c.findings == NULL) return;
+    static const char *names[4] = {"factor", "truth", "copy", "plain"};
+    for (int i = 0; i < 4; i++) {
+        eq_tensor_result *r = &c.results[i];
+        snprintf(r->path, sizeof r->path, "blocks.0.%s.out", names[i]);
+        r->role = EQ_ROLE_ACTIVATION;
+        r->expect = EQ_EXPECT_WITHIN;
+        r->m = metrics_of[1]; /* bound_only's pair: 5e-4, within the tolerance */
+    }
+    c.results[0].structure = (eq_structure){.applies = 1, .factor_tested = 1, .factor = 1.0025, .factor_spread = 4e-5,
+                                            .factor_t = 62.5, .factor_limit = 7.9, .factor_flagged = 1};
+    c.results[1].truth = (eq_truth){.applies = 1, .judged = 1, .ref_rel = 1e-3, .test_rel = 5e-3,
+                                    .unit_roundoff = 0x1p-8, .truth_dtype = EQ_FP32};
+    c.results[3].truth = (eq_truth){.applies = 1, .judged = 1, .ref_rel = 1e-3, .test_rel = 2e-3,
+                                    .unit_roundoff = 0x1p-8, .truth_dtype = EQ_FP32};
+    snprintf(c.findings[0], EQ_FINDING_MAX, "test run: blocks.0.copy.out (activation) should be replicated over tp "
+             "but differs: rank 1 (dp 0, tp 1) vs rank 0 (dp 0, tp 0) at 3 of 4 elements, max |d| 0.5");
+    snprintf(c.findings[1], EQ_FINDING_MAX, "test run: blocks.0.gone.out (activation) should be replicated over tp "
+             "but differs: rank 1 (dp 0, tp 1) vs rank 0 (dp 0, tp 0) at 1 of 4 elements, max |d| 0.5");
+    c.n_findings = 2;
+    eq_judge(&c);
+    EQ_EXPECT(!c.results[0].as_expected && c.results[0].observed == EQ_OBS_OUTSIDE, "a flagged factor is outside");
+    EXPECT_HAS(c.results[0].diagnosis, "systematic factor 1.0025, rounding allows 1 +- 0.00032");
+    EQ_EXPECT(!c.results[1].as_expected && c.results[1].observed == EQ_OBS_OUTSIDE, "5x less accurate is outside");
+    EXPECT_HAS(c.results[1].diagnosis, "x5 less accurate than the reference against the fp32 truth (rounding allows x3)");
+    EQ_EXPECT(!c.results[2].as_expected && c.results[2].observed == EQ_OBS_WITHIN, "the finding's tensor");
+    EXPECT_HAS(c.results[2].diagnosis, "its ranks differ where they should hold one copy");
+    EQ_EXPECT(c.results[3].as_expected, "2x the reference's error against the truth is rounding");
+    EQ_EXPECT(c.n_unexpected == 4, "factor, truth and the two findings: %d", c.n_unexpected);
+    eq_comparison_free(&c);
+}
+
 int main(void)
 {
     test_any_arrival_order();
     test_gatherers_in_any_order();
+    test_users_run_evidence();
     return eq_test_finish("verdict_test");
 }
