@@ -110,6 +110,9 @@ typedef struct {
 #define EQ_STRUCTURE_MIN_BLOCKS 8  /* fewer rows (columns) than this: that view is not tested */
 #define EQ_STRUCTURE_ALPHA 1e-6    /* false-alarm probability per test per tensor */
 #define EQ_SHARD_RATIO 16.0        /* the worst shard's relative error energy over the others' */
+#define EQ_STRUCTURE_MIN_ELEMENTS 256 /* fewer: block sums of a handful of roundings are not normal */
+#define EQ_STRUCTURE_FLOOR_U 16.0  /* a factor or shift within 16 u of the accumulation (fp32: 9.5e-7) is
+                                      not judged: long fp32 sums of same-sign terms carry a bias that size */
 
 typedef struct {
     int applies;                /* at least one test ran */
@@ -127,6 +130,7 @@ typedef struct {
     double shard_rel;           /* its relative RMS error */
     double shard_share;         /* the share of its elements that differ */
     double unit_roundoff;       /* of the run's dtype */
+    double floor;               /* EQ_STRUCTURE_FLOOR_U u of the accumulation: fp32's for bf16 and fp32 runs */
     int factor_flagged, shift_flagged, shard_flagged;
 } eq_structure;
 

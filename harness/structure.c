@@ -120,7 +120,7 @@ static void factor_test(const double *num_r, const double *den_r, int g_rows, co
     s->factor_spread = sqrt(var) / den;
     s->factor_t = s->factor_spread > 0 ? fabs(f) / s->factor_spread : (f != 0 ? INFINITY : 0.0);
     s->factor_limit = eq_student_t_quantile(EQ_STRUCTURE_ALPHA / 2, df);
-    s->factor_flagged = s->factor_t > s->factor_limit;
+    s->factor_flagged = s->factor_t > s->factor_limit && fabs(f) > s->floor;
 }
 
 /* shift: the t of the projections of blocks `onto` on the pattern of blocks `from` (cols [G][n]). */
@@ -182,7 +182,7 @@ static eq_status shift_test(const eq_tensor *ref, const eq_tensor *test, int64_t
     s->shift_t = t;
     s->shift_rel = ref_ms > 0 ? sqrt(shift_ms / n / ref_ms) : 0.0;
     s->shift_limit = eq_student_t_quantile(EQ_STRUCTURE_ALPHA, HALF - 1);
-    s->shift_flagged = t > s->shift_limit;
+    s->shift_flagged = t > s->shift_limit && s->shift_rel > s->floor;
     return EQ_OK;
 }
 
@@ -216,8 +216,9 @@ eq_status eq_structure_of(const eq_tensor *ref, const eq_tensor *test, eq_dtype 
     enum { G = EQ_STRUCTURE_BLOCKS, MAX_SHARDS = 4096 };
     memset(out, 0, sizeof *out);
     out->unit_roundoff = eq_dtype_unit_roundoff(run_dtype);
+    out->floor = EQ_STRUCTURE_FLOOR_U * eq_dtype_unit_roundoff(run_dtype == EQ_FP64 ? EQ_FP64 : EQ_FP32);
     const int64_t numel = eq_tensor_numel(ref);
-    if (numel < EQ_STRUCTURE_MIN_BLOCKS) return EQ_OK;
+    if (numel < EQ_STRUCTURE_MIN_ELEMENTS) return EQ_OK;
     const int64_t n = ref->ndim >= 2 ? ref->shape[ref->ndim - 1] : 1, rows = numel / n;
     const int g_rows = rows < G ? (int)rows : G, g_cols = n < G ? (int)n : G;
     double num_r[G] = {0}, den_r[G] = {0}, num_c[G] = {0}, den_c[G] = {0};
@@ -253,7 +254,7 @@ eq_status eq_structure_of(const eq_tensor *ref, const eq_tensor *test, eq_dtype 
         }
     }
     eq_status st = EQ_OK;
-    if (finite >= EQ_STRUCTURE_MIN_BLOCKS) {
+    if (finite >= EQ_STRUCTURE_MIN_ELEMENTS) {
         factor_test(num_r, den_r, g_rows, num_c, den_c, ref->ndim >= 2 ? g_cols : 0, out);
         if (ref->ndim >= 2 && n >= EQ_STRUCTURE_MIN_BLOCKS && rows >= G)
             st = shift_test(ref, test, rows, n, ref_sum2 / (double)finite, out);

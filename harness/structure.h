@@ -30,8 +30,12 @@
  * The factor and shift limits are the Student-t quantiles of EQ_STRUCTURE_ALPHA (per test per
  * tensor, one-sided for shift, two-sided for factor): at 100 tensors a report, a false alarm from
  * these tests is at most about 3e-4 of honest reports (measured: README "How sure is a verdict").
- * A test needs at least EQ_STRUCTURE_MIN_BLOCKS blocks (rows or columns); smaller tensors, and a
- * loss (one element), are left to the other evidence. Non-finite pairs are left out. */
+ * A test needs at least EQ_STRUCTURE_MIN_BLOCKS blocks (rows or columns) and the tensor
+ * EQ_STRUCTURE_MIN_ELEMENTS elements; smaller tensors, and a loss (one element), are left to the other
+ * evidence. A factor or shift no larger than EQ_STRUCTURE_FLOOR_U units of roundoff of the
+ * accumulation's precision (fp32 for bf16 and fp32 runs: 9.5e-7) is not judged: long fp32 sums of
+ * same-sign terms, reordered, carry a bias about that size (spd's fp32 dp8-tp4 CI gradients: a factor
+ * 1 + 1.1e-7 at t 8). Non-finite pairs are left out. */
 #ifndef EQUIV_HARNESS_STRUCTURE_H
 #define EQUIV_HARNESS_STRUCTURE_H
 
