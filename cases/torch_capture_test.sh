@@ -25,6 +25,8 @@ jobs() {
             echo "$dtype-tp4-no-allreduce --tp 4 --dtype $dtype --bug no_row_allreduce"
         done
         echo "fp32-dp2-tp2 --dp 2 --tp 2"
+        echo "fp32-tp2-tp-group --tp 2 --groups tp"
+        echo "fp32-dp2-tp2-tp-group --dp 2 --tp 2 --groups tp"
         ;;
     dp)
         for dp in 1 2 4; do echo "ddp$dp --dp $dp"; done
@@ -111,6 +113,11 @@ PY
     done
     # dp x tp together: activations split over dp along the batch and over tp along the hidden dim
     compare "fp32 dp2-tp2 vs tp1" 0 "fp32-tp1" "fp32-dp2-tp2"
+    # Capture given tp_group alone: dp = world / tp, the dp rank from the global rank
+    compare "fp32 tp2, Capture given tp_group alone, vs tp1" 0 "fp32-tp1" "fp32-tp2-tp-group"
+    expect "assembled as tp 2" "Test run: written by torch, 2 ranks assembled"
+    compare "fp32 dp2-tp2, Capture given tp_group alone, vs tp1" 0 "fp32-tp1" "fp32-dp2-tp2-tp-group"
+    expect "assembled as dp 2 x tp 2" "### fp32-dp2-tp2-tp-group fp32 dp2-tp2 vs dp1-tp1"
     ;;
 dp) # (b) DDP, dp 2 and 4 against dp 1 with a fixed global batch; gradients averaged once too often
     compare "DDP dp2 vs dp1" 0 ddp1 ddp2
