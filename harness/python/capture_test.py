@@ -116,6 +116,39 @@ class DistributedDataParallel(nn.Module):  # a wrapper keeps the model as .modul
         return self.module(x)
 
 
+def readme_datasets():
+    """README.md's table of the datasets a rank's file holds ("Check your own run"): (name, role) rows."""
+    readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+    rows, inside = [], False
+    with open(readme) as f:
+        for line in f:
+            if line.startswith("| dataset | role |"):
+                inside = True
+            elif inside and line.startswith("| `"):
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                rows.append((cells[0].strip("`"), cells[1]))
+            elif inside and not line.startswith("|"):
+                break
+    return rows
+
+
+def test_readme_datasets(f, names):
+    """Every name README lists is in Net's file with the role README gives (X: fc2, a bias-free
+    nn.Linear; P: its weight), and every dataset in the file is one of README's names."""
+    rows = readme_datasets()
+    check(sorted(n for n, _ in rows) == ["P", "P.grad", "X.in", "X.out", "X.out_grad", "loss"],
+          f"README's dataset table: {rows}")
+    for pattern, role in rows:
+        name = pattern.replace("X.", "fc2.").replace("P", "fc2.weight")
+        check(name in names and f[name].attrs["role"] == role,
+              f"README: {pattern} ({role}): {name} {f[name].attrs['role'] if name in names else 'not written'}")
+    kinds = ("X.in", "X.out", "X.out_grad", "P.grad", "P", "loss")
+    modules = ("fc1", "act", "fc2")
+    unlisted = [n for n in names if not any(n == k.replace("X", m).replace("P", f"{m}.weight")
+                                              for k in kinds for m in modules)]
+    check(not unlisted, f"datasets README's table does not name: {unlisted}")
+
+
 def test_file():
     torch.manual_seed(0)
     net = Net().to(torch.bfloat16)
@@ -153,6 +186,7 @@ def test_file():
             check(f["fc1.weight.grad"].attrs["shard"] == "tp:0" and f["fc1.weight.grad"].attrs["role"] == "grad",
                   "column weight gradient")
             check(f["loss"].dtype == np.float32 and float(f["loss"][0]) == float(loss), "the loss, as computed")
+            test_readme_datasets(f, names)
         check(not [n for n in os.listdir(f"{tmp}/run") if n.startswith(".")], "no temporary file left")
 
         # a big model captured in part: by module name, and gradients only
