@@ -10,7 +10,9 @@
 #include "harness/compare.h"
 
 /* Markdown: a pointer to README's "How to read this report"; per comparison a heading naming case,
- * dtype, layouts, algorithm; a line on parameters and inputs (e.g. "2 parameters bit-identical
+ * dtype, layouts, algorithm; its verdict in one paragraph ("**Verdict: FAIL.** 75 of 116 tensors
+ * not as expected; it starts at `layers/00/attn_out` (the first in capture order): DIAGNOSIS.
+ * Assembly findings: 0."); a line on parameters and inputs (e.g. "2 parameters bit-identical
  * after gathering"); the per-layer tables, verdict first, numbers in significant digits:
  *   | verdict | Layer | Tensor | observed | max |d| | mean |d| | median |d| | %>1e-4 | %>1e-3 |
  *   %>1e-2 | ULP@max | max ULP | mean(dist/ref) | worst rel |

@@ -141,6 +141,9 @@ static void test_finding_summary(void)
         fclose(f);
         EQ_EXPECT(strstr(text, "all as expected, 1 assembly finding NOT as expected (first: ") != NULL,
                   "format %d lacks the finding in its summary line", format);
+        EQ_EXPECT(format != 0 || strstr(text, "\n**Verdict: FAIL.** All 2 tensors as expected. Assembly findings: 1 "
+                                              "(listed below), not as expected.\n") != NULL,
+                  "the Markdown's verdict on a finding alone:\n%s", text);
         free(text);
     }
     eq_comparison_free(&c);
@@ -238,6 +241,28 @@ static void test_markdown(const eq_comparison *cmps, int n)
     const char *x8_item = strstr(text, "- `layers/01/out`"), *attn_item = strstr(text, "- `layers/00/attn`");
     EQ_EXPECT(x8_item != NULL && attn_item != NULL && x8_item < attn_item, "not-as-expected list not worst first");
     EXPECT_HAS(text, "All 1 tensor as expected.");
+    /* each comparison's section opens with its verdict, before its first table: how many of how
+     * many, where it starts (layer 0's attn, 2% off, comes before layer 1's x8 out in capture
+     * order; h is within) and its diagnosis, the findings */
+    const char *first_section = strstr(text, "### row_parallel fp32 dp1-tp4 vs dp1-tp1 (ring)\n\n");
+    const char *second_section = strstr(text, "### column_parallel");
+    const char *first_table = strstr(text, "| verdict | Layer |");
+    EQ_EXPECT(first_section != NULL && second_section != NULL && first_table != NULL, "sections and table");
+    if (first_section != NULL && second_section != NULL && first_table != NULL) {
+        const char *block = first_section + strlen("### row_parallel fp32 dp1-tp4 vs dp1-tp1 (ring)\n\n");
+        EQ_EXPECT(strncmp(block, "**Verdict: FAIL.** 2 of 7 tensors not as expected; it starts at `layers/00/attn` "
+                                 "(the first in capture order): ",
+                          strlen("**Verdict: FAIL.** 2 of 7 tensors not as expected; it starts at `layers/00/attn` "
+                                 "(the first in capture order): ")) == 0,
+                  "the section does not open with its verdict: '%.200s'", block);
+        EXPECT_HAS(find_line(block, "**Verdict:", line, sizeof line), ". Assembly findings: 0.");
+        EQ_EXPECT(block < first_table, "the verdict comes after the first table");
+        block = strchr(second_section, '\n');
+        EQ_EXPECT(block != NULL && strncmp(block, "\n\n**Verdict: pass.** All 1 tensor as expected. Assembly findings: 0.\n",
+                                           strlen("\n\n**Verdict: pass.** All 1 tensor as expected. Assembly findings: "
+                                                  "0.\n")) == 0,
+                  "the second section's verdict: '%.120s'", block ? block : "");
+    }
     /* the last line is the summary */
     size_t len = strlen(text);
     EQ_EXPECT(len > 0 && text[len - 1] == '\n', "report does not end with a newline");
