@@ -59,6 +59,21 @@ if [ -s "$work/truth/mlp_stack-fp64-dp1-tp1.h5" ]; then echo "ok: the fp64 truth
 check "a missing all-reduce under --truth" 1 "$equiv" --case mlp_stack --tp 4 --dtype bf16 --truth --inject skip_allreduce
 expect_output "read as less accurate" '^\| less accurate \(x[0-9.]+\) \| 0 \| out \|'
 
+# Each comparison's section opens with its verdict, before its first table. The planted missing
+# all-reduce starts at layer 0's attention output projection: the first row-parallel GEMM in
+# capture order (the qkv GEMM before it is column-parallel and needs none).
+check "gpt tp4 without the row-parallel all-reduce" 1 "$equiv" --case gpt --tp 4 --inject skip_allreduce
+verdicts=$(awk '
+    /^### / { section++; first = ""; next }
+    section && first == "" && NF { first = $0; print first }
+' "$work/stdout")
+pattern='^\*\*Verdict: FAIL\.\*\* [0-9]+ of [0-9]+ tensors not as expected; it starts at `layers/00/attn_out` \(the first in capture order\): not rounding'
+if [ "$(grep -cE -- "$pattern" <<<"$verdicts")" -eq 2 ] && [ "$(wc -l <<<"$verdicts")" -eq 2 ]; then
+    echo "ok: both sections (bf16, fp32) open with a verdict naming layers/00/attn_out"
+else
+    echo "FAIL: each section's first paragraph is not its verdict naming layers/00/attn_out:"; echo "$verdicts"; fail=1
+fi
+
 # The matrix: one row per cell, and the files under --out (report.json is what `equiv diff` reads).
 check "matrix of row_parallel" 0 "$equiv" matrix --case row_parallel --out "$work/matrix"
 expect_output "matrix closing line" '^equiv matrix: 8 cells, all as expected$'

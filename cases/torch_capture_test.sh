@@ -25,6 +25,8 @@ jobs() {
             echo "$dtype-tp4-no-allreduce --tp 4 --dtype $dtype --bug no_row_allreduce"
         done
         echo "fp32-dp2-tp2 --dp 2 --tp 2"
+        echo "fp32-tp2-tp-group --tp 2 --groups tp"
+        echo "fp32-dp2-tp2-tp-group --dp 2 --tp 2 --groups tp"
         ;;
     dp)
         for dp in 1 2 4; do echo "ddp$dp --dp $dp"; done
@@ -111,6 +113,11 @@ PY
     done
     # dp x tp together: activations split over dp along the batch and over tp along the hidden dim
     compare "fp32 dp2-tp2 vs tp1" 0 "fp32-tp1" "fp32-dp2-tp2"
+    # Capture given tp_group alone: dp = world / tp, the dp rank from the global rank
+    compare "fp32 tp2, Capture given tp_group alone, vs tp1" 0 "fp32-tp1" "fp32-tp2-tp-group"
+    expect "assembled as tp 2" "Test run: written by torch, 2 ranks assembled"
+    compare "fp32 dp2-tp2, Capture given tp_group alone, vs tp1" 0 "fp32-tp1" "fp32-dp2-tp2-tp-group"
+    expect "assembled as dp 2 x tp 2" "### fp32-dp2-tp2-tp-group fp32 dp2-tp2 vs dp1-tp1"
     ;;
 dp) # (b) DDP, dp 2 and 4 against dp 1 with a fixed global batch; gradients averaged once too often
     compare "DDP dp2 vs dp1" 0 ddp1 ddp2
@@ -174,6 +181,28 @@ PY
     compare "the minimal file against itself" 0 min-ref.h5 min-ref.h5
     compare "the minimal file, a planted factor 2" 1 min-ref.h5 min-x2.h5
     expect "the factor named" 'blocks\.0\.out` \(activation\): OUTSIDE, expected within: uniform scale x2 '
+    # a dp 2 directory whose tensors all agree but whose weight differs on dp rank 1: exit 1, and the
+    # summary line says why instead of "all as expected" alone
+    "$py" - "$work" <<'PY'
+import os, sys, h5py, numpy as np
+work = sys.argv[1]
+out, w = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6), np.linspace(0, 1, 6, dtype=np.float32)
+with h5py.File(f"{work}/min-dp1.h5", "w") as f:
+    f.attrs["dp"], f.attrs["tp"] = 1, 1
+    f["blocks.0.weight"], f["blocks.0.out"] = w, out
+    f["blocks.0.weight"].attrs["role"], f["blocks.0.out"].attrs["role"] = "param", "activation"
+os.makedirs(f"{work}/min-dp2-desync")
+for r in range(2):
+    with h5py.File(f"{work}/min-dp2-desync/rank{r:05d}.h5", "w") as f:
+        for key, value in dict(dp=2, tp=1, world_size=2, rank=r, dp_rank=r, tp_rank=0).items():
+            f.attrs[key] = value
+        f["blocks.0.weight"], f["blocks.0.out"] = w + np.float32(0.01 * r), out[2 * r:2 * r + 2]
+        f["blocks.0.weight"].attrs["role"], f["blocks.0.out"].attrs["role"] = "param", "activation"
+        f["blocks.0.out"].attrs["shard"] = "dp:0"
+PY
+    compare "a weight that differs between dp ranks, every tensor as expected" 1 min-dp1.h5 min-dp2-desync
+    expect "the summary line names the finding" \
+        '^equiv: 1 comparison, 2 tensors, all as expected, 1 assembly finding NOT as expected \(first: min-dp2-desync fp32 dp2-tp1, test run: blocks\.0\.weight \(param\) should be replicated over dp but differs: rank 1'
     compare "a dataset without a role" 2 min-ref.h5 min-norole.h5 --out "$work/no-report"
     expect "file and dataset named" "min-norole\.h5: blocks\.0\.out has no attribute 'role'" "$work/err"
     if [ -e "$work/no-report" ]; then echo "FAIL: an input error left $work/no-report"; fail=1; fi

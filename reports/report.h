@@ -10,7 +10,9 @@
 #include "harness/compare.h"
 
 /* Markdown: a pointer to README's "How to read this report"; per comparison a heading naming case,
- * dtype, layouts, algorithm; a line on parameters and inputs (e.g. "2 parameters bit-identical
+ * dtype, layouts, algorithm; its verdict in one paragraph ("**Verdict: FAIL.** 75 of 116 tensors
+ * not as expected; it starts at `layers/00/attn_out` (the first in capture order): DIAGNOSIS.
+ * Assembly findings: 0."); a line on parameters and inputs (e.g. "2 parameters bit-identical
  * after gathering"); the per-layer tables, verdict first, numbers in significant digits:
  *   | verdict | Layer | Tensor | observed | max |d| | mean |d| | median |d| | %>1e-4 | %>1e-3 |
  *   %>1e-2 | ULP@max | max ULP | mean(dist/ref) | worst rel |
@@ -40,7 +42,10 @@ eq_status eq_report_html(FILE *out, const eq_comparison *cmps, int n);
 eq_status eq_report_json(FILE *out, const eq_comparison *cmps, int n);
 
 /* "equiv: 3 comparisons, 12 tensors, all as expected" or
- * "equiv: 3 comparisons, 12 tensors, 2 NOT as expected (worst: row_parallel bf16 tp4 layers/00/out)". */
+ * "equiv: 3 comparisons, 12 tensors, 2 NOT as expected (first: ...; worst: row_parallel bf16 tp4 layers/00/out)";
+ * assembly findings (harness/run_load.h) are counted on their own after that, the first one quoted:
+ * "equiv: 1 comparison, 24 tensors, all as expected, 1 assembly finding NOT as expected (first: RUN, test
+ * run: blocks.0.w (param) should be replicated over dp but differs: ...)". A buffer of 1024 holds it. */
 const char *eq_report_summary(const eq_comparison *cmps, int n, char *buf, size_t len);
 
 /* The first result not as expected in capture order (the forward's order, then the backward's),

@@ -203,7 +203,7 @@ cleanup:
 eq_status eq_report_html(FILE *out, const eq_comparison *cmps, int n)
 {
     eq_status st = EQ_OK;
-    char summary[512];
+    char summary[1024]; /* up to two names and a finding (EQ_FINDING_MAX) */
     int *members = malloc((size_t)(n > 0 ? n : 1) * sizeof *members);
     char *written = calloc((size_t)(n > 0 ? n : 1), 1);
     if (members == NULL || written == NULL) {

@@ -238,7 +238,7 @@ static json_t *comparison_json(const eq_comparison *c)
 eq_status eq_report_json(FILE *out, const eq_comparison *cmps, int n)
 {
     eq_status st = EQ_OK;
-    char line[512];
+    char line[1024]; /* up to two names and a finding (EQ_FINDING_MAX) */
     int tensors = 0;
     json_t *root = json_object(), *list = json_array(), *thresholds = json_array(), *summary = json_object();
     int bad = root == NULL || list == NULL || thresholds == NULL || summary == NULL;

@@ -129,7 +129,7 @@ static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
 eq_status eq_report_markdown(FILE *out, const eq_comparison *cmps, int n)
 {
     eq_status st = EQ_OK;
-    char summary[512];
+    char summary[1024]; /* up to two names and a finding (EQ_FINDING_MAX) */
     const char *version = n > 0 ? cmps[0].ref_meta.version : "";
     fprintf(out, "## equiv report%s%s\n\n", version[0] ? " " : "", version);
     fprintf(out, "How to read this report: README.md, section \"How to read this report\" (every column and bound "

@@ -92,6 +92,33 @@ static void write_tolerance(const eq_renderer *rd, const eq_tolerance *tol)
     eq_render_textf(rd, " (%s).", tol->source[0] ? tol->source : "no source given");
 }
 
+/* The comparison's verdict in one paragraph, before its tables: how many tensors are not as expected
+ * of how many, where it starts (the first in capture order) and its diagnosis, the assembly
+ * findings, a training curve not as expected. (HTML says it in the heading's badge.) */
+static eq_status verdict(const eq_renderer *rd, const eq_comparison *c)
+{
+    int tensors = 0;
+    for (int i = 0; i < c->count; i++) tensors += !c->results[i].as_expected;
+    const char *plural = c->count == 1 ? "" : "s";
+    rd->para_begin(rd);
+    rd->strong(rd, c->n_unexpected == 0 ? "Verdict: pass." : "Verdict: FAIL.");
+    if (tensors == 0) eq_render_textf(rd, " All %d tensor%s as expected", c->count, plural);
+    else eq_render_textf(rd, " %d of %d tensor%s not as expected", tensors, c->count, plural);
+    const eq_tensor_result *first = eq_report_first_unexpected(c);
+    if (first != NULL) {
+        rd->text(rd, "; it starts at ");
+        rd->code(rd, first->path);
+        eq_render_textf(rd, " (the first in capture order): %s", first->diagnosis);
+    }
+    eq_render_textf(rd, ". Assembly findings: %d%s.", c->n_findings,
+                    c->n_findings > 0 ? " (listed below), not as expected" : "");
+    char curve[4 * EQ_NAME_MAX];
+    if (eq_report_steps_unexpected(c, 1, curve, sizeof curve) != NULL)
+        eq_render_textf(rd, " Not as expected: %s.", curve);
+    rd->para_end(rd);
+    return EQ_OK;
+}
+
 static eq_status expectation(const eq_renderer *rd, const eq_comparison *c)
 {
     rd->para_begin(rd);
@@ -406,6 +433,7 @@ static eq_status unexpected(const eq_renderer *rd, const eq_comparison *c)
 }
 
 const eq_report_part eq_report_parts[] = {
+    {"verdict", EQ_COLUMN_MARKDOWN, verdict},
     {"expectation", EQ_COLUMN_BOTH, expectation},
     {"gradient tolerance", EQ_COLUMN_BOTH, gradient_tolerance},
     {"gpu", EQ_COLUMN_BOTH, gpu},

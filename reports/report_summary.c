@@ -44,21 +44,31 @@ const char *eq_report_summary(const eq_comparison *cmps, int n, char *buf, size_
             }
         }
     }
-    int unexpected = eq_report_unexpected(cmps, n);
+    /* the assembly findings apart: "all as expected" must not be all a run with one says */
+    int findings = 0;
+    const eq_comparison *finding_cmp = NULL;
+    for (int i = 0; i < n; i++) {
+        findings += cmps[i].n_findings;
+        if (finding_cmp == NULL && cmps[i].n_findings > 0) finding_cmp = &cmps[i];
+    }
+    int unexpected = eq_report_unexpected(cmps, n) - findings; /* tensors, and a training curve */
     int used = snprintf(buf, len, "equiv: %d comparison%s, %d tensor%s, ", n, n == 1 ? "" : "s", tensors,
                         tensors == 1 ? "" : "s");
     if (used < 0 || (size_t)used >= len) return buf;
-    char curve[4 * EQ_NAME_MAX];
+    char curve[4 * EQ_NAME_MAX], run[3 * EQ_NAME_MAX], first_run[3 * EQ_NAME_MAX];
     if (unexpected > 0 && worst == NULL && eq_report_steps_unexpected(cmps, n, curve, sizeof curve) != NULL) {
-        snprintf(buf + used, len - (size_t)used, "%d NOT as expected (%s)", unexpected, curve);
-    } else if (unexpected == 0 || worst == NULL) {
-        snprintf(buf + used, len - (size_t)used, "all as expected");
+        used += snprintf(buf + used, len - (size_t)used, "%d NOT as expected (%s)", unexpected, curve);
+    } else if (unexpected <= 0 || worst == NULL) {
+        used += snprintf(buf + used, len - (size_t)used, "all as expected");
     } else {
-        char run[3 * EQ_NAME_MAX], first_run[3 * EQ_NAME_MAX];
-        snprintf(buf + used, len - (size_t)used, "%d NOT as expected (first: %s %s; worst: %s %s)", unexpected,
-                 eq_report_run_name(&first_cmp->test_meta, first_run, sizeof first_run), first->path,
-                 eq_report_run_name(&worst_cmp->test_meta, run, sizeof run), worst->path);
+        used += snprintf(buf + used, len - (size_t)used, "%d NOT as expected (first: %s %s; worst: %s %s)", unexpected,
+                         eq_report_run_name(&first_cmp->test_meta, first_run, sizeof first_run), first->path,
+                         eq_report_run_name(&worst_cmp->test_meta, run, sizeof run), worst->path);
     }
+    if (findings > 0 && used >= 0 && (size_t)used < len)
+        snprintf(buf + used, len - (size_t)used, ", %d assembly finding%s NOT as expected (first: %s, %s)", findings,
+                 findings == 1 ? "" : "s", eq_report_run_name(&finding_cmp->test_meta, run, sizeof run),
+                 finding_cmp->findings[0]);
     return buf;
 }
 

@@ -92,6 +92,76 @@ static void build_zero_tolerance(eq_comparison *c)
     eq_capture_free(&test);
 }
 
+/* A dp2 run of a user's whose tensors all agree with the reference but whose assembly found a
+ * replicated weight that differs between dp ranks: `n_findings` such findings (0 or 1), and with
+ * `x8` the activation planted x8 as well. */
+static void build_finding(eq_comparison *c, int n_findings, int x8)
+{
+    static const eq_tolerance fp32_1_layer = {"fp32_1_layer", 1e-3, 1e-3, "seed 002 section 7", EQ_ATOL_ABSOLUTE};
+    eq_capture ref, test;
+    eq_capture_init(&ref);
+    eq_capture_init(&test);
+    set_meta(&ref, "dp2", 1);
+    set_meta(&test, "dp2", 1);
+    test.meta.dp = 2;
+    for (int side = 0; side < 2; side++) {
+        eq_capture *cap = side == 0 ? &ref : &test;
+        add(cap, 0, "w", EQ_ROLE_PARAM, 1.0, 0.5);
+        add(cap, 0, "out", EQ_ROLE_ACTIVATION, 2.0, side == 1 && x8 ? 8.0 : 1.0);
+    }
+    for (int i = 0; i < n_findings; i++)
+        EQ_EXPECT_OK(eq_capture_add_finding(&test, "w (param) should be replicated over dp but differs"));
+    EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &fp32_1_layer, EQ_EXPECT_WITHIN, c));
+    eq_judge(c);
+    eq_capture_free(&ref);
+    eq_capture_free(&test);
+}
+
+/* Assembly findings fail a comparison (exit 1): the summary line says so, counted apart from the
+ * tensors, rather than "all as expected"; every writer ends with, or carries, that line. */
+static void test_finding_summary(void)
+{
+    eq_comparison c;
+    char line[1024];
+    build_finding(&c, 1, 0);
+    EQ_EXPECT(c.n_unexpected == 1 && c.n_findings == 1, "%d not as expected, %d findings", c.n_unexpected,
+              c.n_findings);
+    EQ_EXPECT(strcmp(eq_report_summary(&c, 1, line, sizeof line),
+                     "equiv: 1 comparison, 2 tensors, all as expected, 1 assembly finding NOT as expected (first: "
+                     "dp2 fp32 dp2-tp1, test run: w (param) should be replicated over dp but differs)") == 0,
+              "summary '%s'", line);
+    for (int format = 0; format < 3; format++) {
+        char *text = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&text, &size);
+        EQ_EXPECT(f != NULL, "open_memstream");
+        if (f == NULL) continue;
+        EQ_EXPECT_OK(format == 0 ? eq_report_markdown(f, &c, 1) : format == 1 ? eq_report_html(f, &c, 1)
+                                                                             : eq_report_json(f, &c, 1));
+        fclose(f);
+        EQ_EXPECT(strstr(text, "all as expected, 1 assembly finding NOT as expected (first: ") != NULL,
+                  "format %d lacks the finding in its summary line", format);
+        EQ_EXPECT(format != 0 || strstr(text, "\n**Verdict: FAIL.** All 2 tensors as expected. Assembly findings: 1 "
+                                              "(listed below), not as expected.\n") != NULL,
+                  "the Markdown's verdict on a finding alone:\n%s", text);
+        free(text);
+    }
+    eq_comparison_free(&c);
+    /* a tensor not as expected and a finding: each counted once, apart */
+    build_finding(&c, 1, 1);
+    EQ_EXPECT(strcmp(eq_report_summary(&c, 1, line, sizeof line),
+                     "equiv: 1 comparison, 2 tensors, 1 NOT as expected (first: dp2 fp32 dp2-tp1 layers/00/out; "
+                     "worst: dp2 fp32 dp2-tp1 layers/00/out), 1 assembly finding NOT as expected (first: "
+                     "dp2 fp32 dp2-tp1, test run: w (param) should be replicated over dp but differs)") == 0,
+              "summary '%s'", line);
+    eq_comparison_free(&c);
+    /* and with none, the line is what it was */
+    build_finding(&c, 0, 0);
+    EQ_EXPECT(strcmp(eq_report_summary(&c, 1, line, sizeof line), "equiv: 1 comparison, 2 tensors, all as expected") == 0,
+              "summary '%s'", line);
+    eq_comparison_free(&c);
+}
+
 /* The line after `line`, or NULL at the end of the text. */
 static const char *next_line(const char *line)
 {
@@ -171,6 +241,28 @@ static void test_markdown(const eq_comparison *cmps, int n)
     const char *x8_item = strstr(text, "- `layers/01/out`"), *attn_item = strstr(text, "- `layers/00/attn`");
     EQ_EXPECT(x8_item != NULL && attn_item != NULL && x8_item < attn_item, "not-as-expected list not worst first");
     EXPECT_HAS(text, "All 1 tensor as expected.");
+    /* each comparison's section opens with its verdict, before its first table: how many of how
+     * many, where it starts (layer 0's attn, 2% off, comes before layer 1's x8 out in capture
+     * order; h is within) and its diagnosis, the findings */
+    const char *first_section = strstr(text, "### row_parallel fp32 dp1-tp4 vs dp1-tp1 (ring)\n\n");
+    const char *second_section = strstr(text, "### column_parallel");
+    const char *first_table = strstr(text, "| verdict | Layer |");
+    EQ_EXPECT(first_section != NULL && second_section != NULL && first_table != NULL, "sections and table");
+    if (first_section != NULL && second_section != NULL && first_table != NULL) {
+        const char *block = first_section + strlen("### row_parallel fp32 dp1-tp4 vs dp1-tp1 (ring)\n\n");
+        EQ_EXPECT(strncmp(block, "**Verdict: FAIL.** 2 of 7 tensors not as expected; it starts at `layers/00/attn` "
+                                 "(the first in capture order): ",
+                          strlen("**Verdict: FAIL.** 2 of 7 tensors not as expected; it starts at `layers/00/attn` "
+                                 "(the first in capture order): ")) == 0,
+                  "the section does not open with its verdict: '%.200s'", block);
+        EXPECT_HAS(find_line(block, "**Verdict:", line, sizeof line), ". Assembly findings: 0.");
+        EQ_EXPECT(block < first_table, "the verdict comes after the first table");
+        block = strchr(second_section, '\n');
+        EQ_EXPECT(block != NULL && strncmp(block, "\n\n**Verdict: pass.** All 1 tensor as expected. Assembly findings: 0.\n",
+                                           strlen("\n\n**Verdict: pass.** All 1 tensor as expected. Assembly findings: "
+                                                  "0.\n")) == 0,
+                  "the second section's verdict: '%.120s'", block ? block : "");
+    }
     /* the last line is the summary */
     size_t len = strlen(text);
     EQ_EXPECT(len > 0 && text[len - 1] == '\n', "report does not end with a newline");
@@ -345,6 +437,7 @@ int main(void)
     test_json(cmps, 2);
     test_gpu_line(&cmps[1]);
     test_headings(&cmps[0]);
+    test_finding_summary();
     eq_comparison_free(&cmps[0]);
     eq_comparison_free(&cmps[1]);
     return eq_test_finish("report_test");

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""equiv_capture's own checks, without torch.distributed: how each kind of module's tensors are
-sharded (Megatron's classes and attributes, DTensor placements, elementwise modules, user rules),
-that a bf16 tensor is stored as bf16 under the named type and reads back exactly with h5py, that
-wrappers do not change names, and that the file says what the schema says it must.
+"""equiv_capture's own checks: how each kind of module's tensors are sharded (Megatron's classes
+and attributes, DTensor placements, elementwise modules, user rules), that a bf16 tensor is stored
+as bf16 under the named type and reads back exactly with h5py, that wrappers do not change names,
+and that the file says what the schema says it must; then, with real gloo processes forked from
+this one, the layout a rank records when only one of dp_group and tp_group is given.
 
     capture_test.py     exit 0 all passed, 1 some failed, 77 without torch/h5py
 """
@@ -115,6 +116,39 @@ class DistributedDataParallel(nn.Module):  # a wrapper keeps the model as .modul
         return self.module(x)
 
 
+def readme_datasets():
+    """README.md's table of the datasets a rank's file holds ("Check your own run"): (name, role) rows."""
+    readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+    rows, inside = [], False
+    with open(readme) as f:
+        for line in f:
+            if line.startswith("| dataset | role |"):
+                inside = True
+            elif inside and line.startswith("| `"):
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                rows.append((cells[0].strip("`"), cells[1]))
+            elif inside and not line.startswith("|"):
+                break
+    return rows
+
+
+def test_readme_datasets(f, names):
+    """Every name README lists is in Net's file with the role README gives (X: fc2, a bias-free
+    nn.Linear; P: its weight), and every dataset in the file is one of README's names."""
+    rows = readme_datasets()
+    check(sorted(n for n, _ in rows) == ["P", "P.grad", "X.in", "X.out", "X.out_grad", "loss"],
+          f"README's dataset table: {rows}")
+    for pattern, role in rows:
+        name = pattern.replace("X.", "fc2.").replace("P", "fc2.weight")
+        check(name in names and f[name].attrs["role"] == role,
+              f"README: {pattern} ({role}): {name} {f[name].attrs['role'] if name in names else 'not written'}")
+    kinds = ("X.in", "X.out", "X.out_grad", "P.grad", "P", "loss")
+    modules = ("fc1", "act", "fc2")
+    unlisted = [n for n in names if not any(n == k.replace("X", m).replace("P", f"{m}.weight")
+                                              for k in kinds for m in modules)]
+    check(not unlisted, f"datasets README's table does not name: {unlisted}")
+
+
 def test_file():
     torch.manual_seed(0)
     net = Net().to(torch.bfloat16)
@@ -152,6 +186,7 @@ def test_file():
             check(f["fc1.weight.grad"].attrs["shard"] == "tp:0" and f["fc1.weight.grad"].attrs["role"] == "grad",
                   "column weight gradient")
             check(f["loss"].dtype == np.float32 and float(f["loss"][0]) == float(loss), "the loss, as computed")
+            test_readme_datasets(f, names)
         check(not [n for n in os.listdir(f"{tmp}/run") if n.startswith(".")], "no temporary file left")
 
         # a big model captured in part: by module name, and gradients only
@@ -167,7 +202,90 @@ def test_file():
             check(kept == ["fc2.out_grad", "fc2.weight.grad", "loss"], f"include=fc2, gradients only: {kept}")
 
 
+# ---- the layout from one group: real gloo ranks, forked from this process (torch imported once) ----
+
+def _layout_rank(rank, world, tmp, grouping, given):
+    """One rank of a world of `world`: the groups `grouping` makes ("megatron": a replica's tp ranks
+    neighbours; "transposed": its dp ranks neighbours; "odd": tp groups {0, 3} and {1, 2}), a Capture
+    given only `given` ("tp" or "dp"), one forward and a loss of rank + 1, its file written; a
+    ValueError's message to tmp/rankN.error."""
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world)
+    tp = 2 if world > 1 else 1
+    dp = world // tp
+    if grouping == "megatron":
+        tp_sets = [list(range(d * tp, (d + 1) * tp)) for d in range(dp)]
+    elif grouping == "transposed":
+        tp_sets = [list(range(t, world, dp)) for t in range(dp)]
+    else:
+        tp_sets = [[0, 3], [1, 2]]
+    dp_sets = [sorted(r for s in tp_sets for r in s if s.index(r) == t) for t in range(tp)]
+    tp_groups, dp_groups = [dist.new_group(s) for s in tp_sets], [dist.new_group(s) for s in dp_sets]
+    mine = {"tp_group": next(g for g, s in zip(tp_groups, tp_sets) if rank in s),
+            "dp_group": next(g for g, s in zip(dp_groups, dp_sets) if rank in s)}
+    try:
+        net = Net()
+        cap = equiv_capture.Capture(net, f"{tmp}/run", **{f"{given}_group": mine[f"{given}_group"]})
+        net(torch.ones(2, 8))
+        cap.loss(torch.tensor(float(rank + 1)))
+        cap.write()
+    except ValueError as e:
+        with open(f"{tmp}/rank{rank}.error", "w") as f:
+            f.write(str(e))
+    dist.destroy_process_group()
+
+
+def _layout(world, grouping, given):
+    """Runs the ranks; per rank its file's root attributes and loss, or its error message."""
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.multiprocessing.start_processes(_layout_rank, args=(world, tmp, grouping, given), nprocs=world,
+                                              start_method="fork")
+        seen = []
+        for rank in range(world):
+            if os.path.exists(f"{tmp}/rank{rank}.error"):
+                with open(f"{tmp}/rank{rank}.error") as f:
+                    seen.append(f.read())
+                continue
+            with h5py.File(f"{tmp}/run/rank{rank:05d}.h5", "r") as f:
+                attrs = {k: int(f.attrs[k]) for k in ("world_size", "rank", "dp", "tp", "dp_rank", "tp_rank")}
+                seen.append((attrs, float(f["loss"][0]), f["fc1.out"].attrs["shard"]))
+        return seen
+
+
+def test_layout_from_one_group():
+    if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
+        print("skip: the layout checks need torch.distributed with gloo")
+        return
+    # pure tp: tp_group alone over the whole world is tp 2, dp 1 (not "world 2 is not dp 2 x tp 2")
+    seen = _layout(2, "megatron", "tp")
+    for rank, got in enumerate(seen):
+        want = {"world_size": 2, "rank": rank, "dp": 1, "tp": 2, "dp_rank": 0, "tp_rank": rank}
+        check(not isinstance(got, str) and got[0] == want, f"tp 2 without dp_group, rank {rank}: {got}, want {want}")
+        # dp 1: the loss is this rank's own (loss_scale 1), the column-parallel output split over tp only
+        check(not isinstance(got, str) and got[1:] == (float(rank + 1), "tp:1"),
+              f"tp 2 without dp_group, rank {rank}: loss and shard {got}")
+    # dp 2 x tp 2, one group given: dp_rank and tp_rank from the global rank, the loss (rank + 1) summed
+    # over the dp group and divided by loss_scale = dp 2 (Megatron's order: dp groups {0, 2}, {1, 3};
+    # transposed: {0, 1}, {2, 3})
+    for grouping, given in (("megatron", "tp"), ("megatron", "dp"), ("transposed", "tp"), ("transposed", "dp")):
+        seen = _layout(4, grouping, given)
+        for rank, got in enumerate(seen):
+            dp_rank, tp_rank = divmod(rank, 2) if grouping == "megatron" else (rank % 2, rank // 2)
+            partner = rank ^ (2 if grouping == "megatron" else 1)  # the other member of its dp group
+            want = {"world_size": 4, "rank": rank, "dp": 2, "tp": 2, "dp_rank": dp_rank, "tp_rank": tp_rank}
+            check(not isinstance(got, str) and got[0] == want,
+                  f"{grouping} groups, {given}_group alone, rank {rank}: {got}, want {want}")
+            check(not isinstance(got, str) and got[1] == (rank + 1 + partner + 1) / 2 and got[2] == "dp:0,tp:1",
+                  f"{grouping} groups, {given}_group alone, rank {rank}: loss and shard {got}")
+    # a grouping neither way: refused, naming what to pass
+    seen = _layout(4, "odd", "tp")
+    check(all(isinstance(got, str) and "pass dp_group too" in got and "[0, 3]" in seen[0] for got in seen),
+          f"tp groups {{0, 3}}, {{1, 2}} without dp_group: {seen}")
+
+
 test_rules()
 test_file()
+test_layout_from_one_group()
 print(f"capture_test: {checks} checks, {failures} failed")
 sys.exit(1 if failures else 0)

@@ -53,6 +53,14 @@ def _array(t):
     return t.cpu().numpy(), {}
 
 
+def _group_ranks(group):
+    """The global ranks of a process group's members."""
+    ranks = getattr(dist, "get_process_group_ranks", None)
+    if ranks is not None:
+        return list(ranks(group))
+    return [dist.get_global_rank(group, r) for r in range(dist.get_world_size(group))]
+
+
 def _git_revision():
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
@@ -91,8 +99,11 @@ class Capture:
 
     model: the module (DDP/FSDP wrappers are looked through, so names are the same at every dp).
     out_dir: the run directory; this rank writes out_dir/rankNNNNN.h5.
-    dp_group, tp_group: the process groups (None: tp of 1, dp over the whole world; with Megatron's
-        parallel_state initialised, its groups).
+    dp_group, tp_group: the process groups. Both None: tp of 1, dp over the whole world (with
+        Megatron's parallel_state initialised, its groups). One of them None: its size is the world's
+        over the other's (tp_group alone at tp = world: dp 1), and this rank's place in it follows from
+        its global rank and the given group's ranks, in Megatron's order (a replica's tp ranks are
+        neighbours: rank = dp_rank * tp + tp_rank) or the transposed one; any other grouping: pass both.
     include, exclude: fnmatch patterns over module names; what: "activations", "gradients" or "both".
     rules: {pattern over dataset paths: shard}, for modules whose split equiv cannot tell by type.
     loss_scale: what each rank's backward differentiates, relative to the global loss: dp for DDP's
@@ -146,17 +157,45 @@ class Capture:
         self.dp_group, self.tp_group = dp_group, tp_group
         self.world = dist.get_world_size() if self.initialised else 1
         self.rank = dist.get_rank() if self.initialised else 0
-        self.tp = dist.get_world_size(tp_group) if self.initialised and tp_group is not None else 1
-        self.tp_rank = dist.get_rank(tp_group) if self.initialised and tp_group is not None else 0
-        if dp_group is None and self.tp > 1 and self.world > self.tp:
-            raise ValueError("equiv_capture: tp_group given without dp_group in a world larger than tp: "
-                             "pass dp_group too")
-        self.dp = dist.get_world_size(dp_group) if self.initialised else 1
-        self.dp_rank = dist.get_rank(dp_group) if self.initialised else 0
+        self._dp_ranks = None  # the global ranks of this rank's dp group, in dp order, where it was not given
+        if not self.initialised:
+            self.dp, self.dp_rank, self.tp, self.tp_rank = 1, 0, 1, 0
+        elif dp_group is None and tp_group is None:
+            self.dp, self.dp_rank, self.tp, self.tp_rank = self.world, self.rank, 1, 0
+        elif dp_group is None:
+            self.tp, self.tp_rank = dist.get_world_size(tp_group), dist.get_rank(tp_group)
+            self.dp, self.dp_rank, self._dp_ranks = self._complement(tp_group, "tp", "dp")
+        elif tp_group is None:
+            self.dp, self.dp_rank = dist.get_world_size(dp_group), dist.get_rank(dp_group)
+            self.tp, self.tp_rank, _ = self._complement(dp_group, "dp", "tp")
+        else:
+            self.dp, self.dp_rank = dist.get_world_size(dp_group), dist.get_rank(dp_group)
+            self.tp, self.tp_rank = dist.get_world_size(tp_group), dist.get_rank(tp_group)
         if self.dp * self.tp != self.world:
             raise ValueError(f"equiv_capture: world {self.world} is not dp {self.dp} x tp {self.tp} "
                              "(equiv assembles dp and tp layouts; pass both groups)")
         self.backend = dist.get_backend() if self.initialised else None
+
+    def _complement(self, group, given, missing):
+        """The group not given: its size (world / the given group's), this rank's place in it, and its
+        members' global ranks in order. The given group's members are a block of neighbours (Megatron's
+        tp groups; the missing group's rank is then the block's index) or every size-th rank (its
+        dp groups; the missing rank is then the first member)."""
+        ranks = sorted(_group_ranks(group))
+        n = len(ranks)
+        if self.world % n:
+            raise ValueError(f"equiv_capture: {given}_group of {n} ranks in a world of {self.world}: "
+                             f"pass {missing}_group too")
+        size, first = self.world // n, ranks[0]
+        place = ranks.index(self.rank)
+        if size == 1:
+            return 1, 0, [self.rank]
+        if ranks == list(range(first, first + n)) and first % n == 0:  # blocks: the missing group strides
+            return size, first // n, list(range(place, self.world, n))
+        if ranks == list(range(first, self.world, size)) and first < size:  # strided: the missing group is a block
+            return size, first, list(range(place * size, (place + 1) * size))
+        raise ValueError(f"equiv_capture: cannot tell rank {self.rank}'s {missing} rank from its {given}_group, "
+                         f"ranks {ranks} (neither neighbours nor every {size}th rank): pass {missing}_group too")
 
     # what is captured --------------------------------------------------------------------------
     def _named(self, name):
@@ -263,9 +302,13 @@ class Capture:
     def _global_loss(self):
         """sum over the dp group of each rank's loss / loss_scale, in fp64, stored in the loss's dtype."""
         value = self._loss.double().reshape(1)
-        if self.initialised and self.dp > 1:
+        if self.initialised and self.dp > 1 and self._dp_ranks is None:
             value = value.clone()
             dist.all_reduce(value, op=dist.ReduceOp.SUM, group=self.dp_group)
+        elif self.initialised and self.dp > 1:  # no dp group given: every rank's, summed over this one's dp group
+            every = [torch.empty_like(value) for _ in range(self.world)]
+            dist.all_gather(every, value)
+            value = torch.stack([every[r] for r in self._dp_ranks]).sum(0)
         return (value / self.loss_scale).to(self._loss.dtype)
 
     def write(self):

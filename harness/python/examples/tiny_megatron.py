@@ -20,6 +20,7 @@ fixed and split over dp in rank order.
 partial), grad_div_world (gradients divided by the world size once more after DDP), local_count
 (sum convention, but the loss divided by the local count), desync_param (dp rank 1 starts from a
 perturbed weight).
+--groups tp (or dp): Capture is given that group alone, and works out the other (dp = world / tp).
 """
 
 import argparse
@@ -200,8 +201,10 @@ def run(rank, world, args, init_method):
     x, target = (t[dp_rank * local:(dp_rank + 1) * local] for t in (x, target))
 
     # the three equiv_capture lines
-    cap = equiv_capture.Capture(model, args.out, dp_group=dp_group, tp_group=Ctx.tp_group,
-                                loss_scale=1 if args.convention == "sum" else None, params=args.params)
+    groups = {"dp_group": dp_group if args.groups in ("both", "dp") else None,
+              "tp_group": Ctx.tp_group if args.groups in ("both", "tp") else None}
+    cap = equiv_capture.Capture(model, args.out, **groups, loss_scale=1 if args.convention == "sum" else None,
+                                params=args.params)
     y = model(x)
     if args.convention == "avg":
         loss = ((y - target) ** 2).mean()                                # local mean; DDP averages
@@ -231,6 +234,8 @@ def make_parser():
     parser.add_argument("--bug", choices=("none", "no_row_allreduce", "grad_div_world", "local_count",
                                           "desync_param"), default="none")
     parser.add_argument("--params", action="store_true", help="capture the parameters too")
+    parser.add_argument("--groups", choices=("both", "tp", "dp"), default="both",
+                        help="the process groups given to Capture (the other one it works out)")
     return parser
 
 
