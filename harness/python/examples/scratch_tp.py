@@ -35,7 +35,8 @@ Planted bugs (--bug KIND --strength EPS; the reference run has none):
                     about EPS (relative) smaller
   dropout_unsynced  on tp ranks other than 0 the dropout mask is drawn from seed + tp_rank
   dp_grad_scale     the last dp rank's gradients times (1+EPS) before the dp average
-Every block has the bug; entry_tensor(KIND) names where it enters first (block 0).
+Every block has the bug; entry_tensor(KIND) names where it enters first (block 0), is_entry(KIND,
+NAME) whether a tensor a report names first is where it enters.
 
 Two kinds change the model the reference must share: bias_per_rank's effect is (tp-1) x the bias,
 dropout_unsynced's is set by the dropout probability. shared_options(KIND, EPS, tp) gives the
@@ -84,6 +85,16 @@ def entry_tensor(kind):
     return {"partial_scale": "blocks.0.fc2.out", "bias_per_rank": "blocks.0.fc2.out",
             "stale_weight": "blocks.0.fc1.out", "ln_eps": "blocks.0.ln.out",
             "dropout_unsynced": "blocks.0.drop.out", "dp_grad_scale": "embed.weight.grad"}[kind]
+
+
+def is_entry(kind, name):
+    """Whether a report that names NAME first has found where the bug KIND enters. dp_grad_scale
+    enters every parameter's gradient at once (in the dp average, after the backward): the first
+    in capture order (entry_tensor) is no more its entry than the others, so any parameter's
+    gradient is (an activation's gradient, NAME.out_grad, is not: the bug comes after them)."""
+    if kind == "dp_grad_scale":
+        return name is not None and name.endswith(".grad") and not name.endswith(".out_grad")
+    return name == entry_tensor(kind)
 
 
 def replicated_entry(kind):
