@@ -143,6 +143,7 @@ typedef struct {
     eq_dtype truth_dtype;       /* the truth run's (fp64 for equiv's --truth; a user's: one precision up) */
     int judged;                 /* a user's run compared with --truth DIR: a layout less accurate than the
                                    reference by more than EQ_TRUTH_RATIO is not rounding (harness/truth.h) */
+    int64_t elements;           /* finite in all three runs */
 } eq_truth;
 
 typedef struct {

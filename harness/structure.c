@@ -1,7 +1,10 @@
 /* Structure: what rounding cannot do (structure.h). */
 #include "harness/structure.h"
 
+#include "harness/base/bf16.h"
+
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,16 +69,40 @@ double eq_student_t_quantile(double alpha, int df)
     return hi;
 }
 
+/* The limits the tests use, Student-t quantiles of EQ_STRUCTURE_ALPHA (one-sided) and of half of it
+ * (two-sided) for 1..G-1 degrees of freedom, computed once: a bisection over the incomplete beta
+ * function per tensor made a small user's compare three times slower. */
+static double limit_one_sided[EQ_STRUCTURE_BLOCKS], limit_two_sided[EQ_STRUCTURE_BLOCKS];
+static pthread_once_t limits_once = PTHREAD_ONCE_INIT;
+
+static void compute_limits(void)
+{
+    for (int df = 1; df < EQ_STRUCTURE_BLOCKS; df++) {
+        limit_one_sided[df] = eq_student_t_quantile(EQ_STRUCTURE_ALPHA, df);
+        limit_two_sided[df] = eq_student_t_quantile(EQ_STRUCTURE_ALPHA / 2, df);
+    }
+}
+
+static double limit_of(int df, int two_sided)
+{
+    pthread_once(&limits_once, compute_limits);
+    return two_sided ? limit_two_sided[df] : limit_one_sided[df];
+}
+
 /* ---- the tests ------------------------------------------------------------------------------ */
 
-/* The pair's element i, both finite, or 0 (left out of every sum). */
-static int pair_at(const eq_tensor *ref, const eq_tensor *test, int64_t i, double *r, double *d)
+/* Elements [start, start + count) of t widened to double, the dtype switched once. */
+static void load(const eq_tensor *t, int64_t start, int64_t count, double *out)
 {
-    double a = eq_tensor_get(ref, i), b = eq_tensor_get(test, i);
-    if (!isfinite(a) || !isfinite(b)) return 0;
-    *r = a;
-    *d = b - a;
-    return 1;
+    switch (t->dtype) {
+    case EQ_FP32:
+        for (int64_t k = 0; k < count; k++) out[k] = ((const float *)t->data)[start + k];
+        break;
+    case EQ_BF16:
+        for (int64_t k = 0; k < count; k++) out[k] = eq_bf16_to_f32(((const uint16_t *)t->data)[start + k]);
+        break;
+    case EQ_FP64: memcpy(out, (const double *)t->data + start, (size_t)count * sizeof *out); break;
+    }
 }
 
 /* The mean over a set of blocks and the sample standard deviation, n >= 2. */
@@ -119,7 +146,7 @@ static void factor_test(const double *num_r, const double *den_r, int g_rows, co
     s->factor = 1.0 + f;
     s->factor_spread = sqrt(var) / den;
     s->factor_t = s->factor_spread > 0 ? fabs(f) / s->factor_spread : (f != 0 ? INFINITY : 0.0);
-    s->factor_limit = eq_student_t_quantile(EQ_STRUCTURE_ALPHA / 2, df);
+    s->factor_limit = limit_of(df, 1);
     s->factor_flagged = s->factor_t > s->factor_limit && fabs(f) > s->floor;
 }
 
@@ -145,22 +172,27 @@ static eq_status shift_test(const eq_tensor *ref, const eq_tensor *test, int64_t
                             eq_structure *s)
 {
     enum { G = EQ_STRUCTURE_BLOCKS, HALF = G / 2 };
-    double *cols = calloc((size_t)(G * n), sizeof *cols), *count = calloc((size_t)(G * n), sizeof *count);
-    if (cols == NULL || count == NULL) {
-        free(cols);
-        free(count);
+    double *cols = calloc((size_t)(G * n), sizeof *cols), *count = calloc((size_t)(G * n), sizeof *count),
+           *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+    if (cols == NULL || count == NULL || a == NULL || b == NULL) {
+        free(cols), free(count), free(a), free(b);
         return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the shift test (%lld columns)", (long long)n);
     }
     for (int64_t r = 0; r < rows; r++) {
         int64_t g = r * G / rows;
-        double row_sum = 0, x, d;
+        load(ref, r * n, n, a);
+        load(test, r * n, n, b);
+        double row_sum = 0;
         int64_t row_n = 0;
-        for (int64_t j = 0; j < n; j++)
-            if (pair_at(ref, test, r * n + j, &x, &d)) row_sum += d, row_n++;
+        for (int64_t j = 0; j < n; j++) { /* b becomes d, NaN where the pair is left out */
+            b[j] = isfinite(a[j]) && isfinite(b[j]) ? b[j] - a[j] : NAN;
+            if (!isnan(b[j])) row_sum += b[j], row_n++;
+        }
         double row_mean = row_n > 0 ? row_sum / row_n : 0.0;
         for (int64_t j = 0; j < n; j++)
-            if (pair_at(ref, test, r * n + j, &x, &d)) cols[g * n + j] += d - row_mean, count[g * n + j] += 1;
+            if (!isnan(b[j])) cols[g * n + j] += b[j] - row_mean, count[g * n + j] += 1;
     }
+    free(a), free(b);
     double shift_ms = 0;
     for (int64_t j = 0; j < n; j++) {
         double all = 0, all_n = 0;
@@ -181,7 +213,7 @@ static eq_status shift_test(const eq_tensor *ref, const eq_tensor *test, int64_t
     s->shift_tested = 1;
     s->shift_t = t;
     s->shift_rel = ref_ms > 0 ? sqrt(shift_ms / n / ref_ms) : 0.0;
-    s->shift_limit = eq_student_t_quantile(EQ_STRUCTURE_ALPHA, HALF - 1);
+    s->shift_limit = limit_of(HALF - 1, 0);
     s->shift_flagged = t > s->shift_limit && s->shift_rel > s->floor;
     return EQ_OK;
 }
@@ -239,18 +271,28 @@ eq_status eq_structure_of(const eq_tensor *ref, const eq_tensor *test, eq_dtype 
     }
     double ref_sum2 = 0;
     int64_t finite = 0;
-    for (int64_t i = 0; i < numel; i++) {
-        double r, d;
-        if (!pair_at(ref, test, i, &r, &d)) continue;
-        finite++;
-        int64_t row = i / n, col = i % n;
-        int gr = (int)(row * g_rows / rows), gc = (int)(col * g_cols / n);
-        num_r[gr] += d * r, den_r[gr] += r * r;
-        num_c[gc] += d * r, den_c[gc] += r * r;
-        ref_sum2 += r * r;
-        if (shards > 0) {
-            int k = (int)((i / stride) % extent / (extent / shards));
-            err[k] += d * d, energy[k] += r * r, differ[k] += d != 0, count[k]++;
+    enum { CHUNK = 2048 };
+    double a[CHUNK], b[CHUNK];
+    for (int64_t i0 = 0; i0 < numel; i0 += CHUNK) {
+        const int64_t m = numel - i0 < CHUNK ? numel - i0 : CHUNK;
+        load(ref, i0, m, a);
+        load(test, i0, m, b);
+        int64_t row = i0 / n, col = i0 % n;
+        int gr = (int)(row * g_rows / rows);
+        for (int64_t k = 0; k < m; k++) {
+            const double r = a[k], d = b[k] - a[k];
+            if (isfinite(r) && isfinite(b[k])) {
+                const int gc = (int)(col * g_cols / n);
+                finite++;
+                num_r[gr] += d * r, den_r[gr] += r * r;
+                num_c[gc] += d * r, den_c[gc] += r * r;
+                ref_sum2 += r * r;
+                if (shards > 0) {
+                    int s = (int)((i0 + k) / stride % extent / (extent / shards));
+                    err[s] += d * d, energy[s] += r * r, differ[s] += d != 0, count[s]++;
+                }
+            }
+            if (++col == n) col = 0, row++, gr = (int)(row * g_rows / rows);
         }
     }
     eq_status st = EQ_OK;

@@ -15,6 +15,7 @@ static void distances(const eq_tensor *a, const eq_tensor *b, const eq_tensor *t
         out->ref_max = fmax(out->ref_max, fabs(x - t));
         out->test_max = fmax(out->test_max, fabs(y - t));
         sum_a += (x - t) * (x - t), sum_b += (y - t) * (y - t), sum_t += t * t;
+        out->elements++;
     }
     out->ref_rel = sum_t > 0 ? sqrt(sum_a / sum_t) : sqrt(sum_a);
     out->test_rel = sum_t > 0 ? sqrt(sum_b / sum_t) : sqrt(sum_b);
@@ -59,6 +60,6 @@ const char *eq_truth_reading(const eq_truth *t, char *buf, size_t len)
 
 int eq_truth_flagged(const eq_truth *t)
 {
-    return t->applies && t->judged && t->test_rel > EQ_TRUTH_FLOOR_U * t->unit_roundoff &&
+    return t->applies && t->judged && t->elements >= EQ_TRUTH_MIN_ELEMENTS && t->test_rel > EQ_TRUTH_FLOOR_U * t->unit_roundoff &&
            t->test_rel > EQ_TRUTH_RATIO * t->ref_rel;
 }

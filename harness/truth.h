@@ -19,8 +19,11 @@
  * and fp32: README "How sure is a verdict". */
 #define EQ_TRUTH_RATIO 3.0
 #define EQ_TRUTH_FLOOR_U 1.0
+#define EQ_TRUTH_MIN_ELEMENTS 64 /* fewer: the ratio of a few roundings says nothing (a loss 1 ULP off
+                                    against a reference 0.36 u from the truth read x4.97) */
 
-/* Is the layout less accurate than rounding allows (judged runs only)? */
+/* Is the layout less accurate than rounding allows (judged runs of tensors of at least
+ * EQ_TRUTH_MIN_ELEMENTS elements only)? */
 int eq_truth_flagged(const eq_truth *t);
 
 /* Fills the truth fields of cmp's activation, gradient and loss results whose path the truth run

@@ -93,21 +93,24 @@ int main(void)
     check_reading(2.0, 3.0, "as accurate (x1.5)");
     /* 5x apart, both at rounding level in fp32 (u = 6e-8): the ratio says nothing; 5x above it does */
     char buf[64];
-    eq_truth tiny = {.applies = 1, .ref_rel = 1e-8, .test_rel = 5e-8, .unit_roundoff = 0x1p-24},
-             small = {.applies = 1, .ref_rel = 1e-6, .test_rel = 5e-6, .unit_roundoff = 0x1p-24};
+    eq_truth tiny = {.applies = 1, .ref_rel = 1e-8, .test_rel = 5e-8, .unit_roundoff = 0x1p-24, .elements = 4096},
+             small = {.applies = 1, .ref_rel = 1e-6, .test_rel = 5e-6, .unit_roundoff = 0x1p-24, .elements = 4096};
     EQ_EXPECT(strcmp(eq_truth_reading(&tiny, buf, sizeof buf), "as accurate, both within 4 u") == 0, "'%s'", buf);
     EQ_EXPECT(strcmp(eq_truth_reading(&small, buf, sizeof buf), "less accurate (x5)") == 0, "'%s'", buf);
     /* judged (a user's run with --truth DIR): more than 3x the reference's error and above 1 u */
     EQ_EXPECT(!eq_truth_flagged(&small), "a truth that informs only must not judge");
     small.judged = tiny.judged = 1;
-    EQ_EXPECT(eq_truth_flagged(&small), "5x less accurate, far above 2 u: not rounding");
+    EQ_EXPECT(eq_truth_flagged(&small), "5x less accurate, far above 1 u: not rounding");
     EQ_EXPECT(!eq_truth_flagged(&tiny), "5x at 1 u: rounding explains it");
-    eq_truth close = {.applies = 1, .judged = 1, .ref_rel = 1e-3, .test_rel = 2.9e-3, .unit_roundoff = 0x1p-8};
+    eq_truth close = {.applies = 1, .judged = 1, .ref_rel = 1e-3, .test_rel = 2.9e-3, .unit_roundoff = 0x1p-8,
+                      .elements = 4096};
     EQ_EXPECT(!eq_truth_flagged(&close), "x2.9 in bf16: within the allowed x3");
     close.test_rel = 3.5e-3;
     EQ_EXPECT(!eq_truth_flagged(&close), "x3.5 but below 1 u = 3.9e-3: a few roundings explain it");
     close.test_rel = 4.5e-3;
     EQ_EXPECT(eq_truth_flagged(&close), "x4.5 and above 1 u: not rounding");
+    close.elements = 1; /* a loss: one rounding against another */
+    EQ_EXPECT(!eq_truth_flagged(&close), "x4.5 of a scalar says nothing");
     check_shape_mismatch();
     return eq_test_finish("truth_test");
 }

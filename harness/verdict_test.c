@@ -368,9 +368,9 @@ static void test_users_run_evidence(void)
     c.results[0].structure = (eq_structure){.applies = 1, .factor_tested = 1, .factor = 1.0025, .factor_spread = 4e-5,
                                             .factor_t = 62.5, .factor_limit = 7.9, .factor_flagged = 1};
     c.results[1].truth = (eq_truth){.applies = 1, .judged = 1, .ref_rel = 1e-3, .test_rel = 5e-3,
-                                    .unit_roundoff = 0x1p-8, .truth_dtype = EQ_FP32};
+                                    .unit_roundoff = 0x1p-8, .truth_dtype = EQ_FP32, .elements = 4096};
     c.results[3].truth = (eq_truth){.applies = 1, .judged = 1, .ref_rel = 1e-3, .test_rel = 2e-3,
-                                    .unit_roundoff = 0x1p-8, .truth_dtype = EQ_FP32};
+                                    .unit_roundoff = 0x1p-8, .truth_dtype = EQ_FP32, .elements = 4096};
     snprintf(c.findings[0], EQ_FINDING_MAX, "test run: blocks.0.copy.out (activation) should be replicated over tp "
              "but differs: rank 1 (dp 0, tp 1) vs rank 0 (dp 0, tp 0) at 3 of 4 elements, max |d| 0.5");
     snprintf(c.findings[1], EQ_FINDING_MAX, "test run: blocks.0.gone.out (activation) should be replicated over tp "
