@@ -64,6 +64,10 @@ except ImportError as e:
 
 DTYPES = ("bf16", "fp32")
 TRUTH_DTYPE = {"bf16": "fp32", "fp32": "fp64"}
+UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "fp32": 2.0 ** -24, "fp64": 2.0 ** -53}
+TRUTH_RATIO, TRUTH_FLOOR_U = 3.0, 1.0  # harness/truth.h's EQ_TRUTH_RATIO, EQ_TRUTH_FLOOR_U
+EVIDENCE = (("bits", "ranks disagree"), ("table", "tolerance table"), ("bound", "rounding bound"),
+            ("structure", "structure"), ("truth", "truth"))
 STRENGTHS = {"bf16": (0.1, 0.03, 0.01, 0.003), "fp32": (0.1, 0.03, 0.01, 0.003, 0.001, 0.0003, 0.0001)}
 HONEST_LAYOUTS = ((2, 1), (4, 1), (8, 1), (1, 2), (1, 4), (1, 8), (2, 2), (2, 4))  # (dp, tp)
 QUICK_LAYOUTS = ((2, 1), (1, 4), (2, 2))
@@ -85,7 +89,8 @@ class Runs:
     def add(self, dtype, seed, dp=1, tp=1, bug="none", strength=None, opts=()):
         name = f"{dtype}-s{seed}-dp{dp}tp{tp}"
         for i in range(0, len(opts), 2):
-            name += f"-{opts[i].lstrip('-')}{fmt(float(opts[i + 1]))}"
+            value = opts[i + 1]
+            name += f"-{opts[i].lstrip('-')}{value if value in DTYPES + ('fp64',) else fmt(float(value))}"
         argv = ["--dtype", dtype, "--seed", str(seed), "--dp", str(dp), "--tp", str(tp), *opts]
         if bug != "none":
             name += f"-{bug}{fmt(strength)}"
@@ -177,7 +182,8 @@ MARGINS = (("tol", "max_tol_ratio", "largest metrics.max_tol_ratio: 1 is the tol
 def reading(rc, report):
     """What one comparison said: caught, the tensor it names first, where it starts, and how near
     an honest run came to being flagged (each margin with its tensor)."""
-    r = {"rc": rc, "caught": rc == 1, "named": None, "starts": None, "finding": None, "unexpected": None}
+    r = {"rc": rc, "caught": rc == 1, "named": None, "starts": None, "finding": None, "unexpected": None,
+         "by": set()}
     for key, _, _ in MARGINS:
         r[key], r[key + "_tensor"] = None, None
 
@@ -188,6 +194,9 @@ def reading(rc, report):
     if report is None:
         return r
     for c in report.get("comparisons", []):
+        if c.get("findings"):
+            r["by"].add("bits")
+        u = UNIT_ROUNDOFF.get((c.get("reference") or {}).get("dtype"), 0.0)
         for f in c.get("findings") or []:
             m = FINDING.match(f)
             if m and r["finding"] is None:
@@ -205,9 +214,29 @@ def reading(rc, report):
             if (t.get("judged") and isinstance(t.get("ref_rel"), (int, float)) and t["ref_rel"] > 0
                     and elements >= 64):  # equiv's EQ_TRUTH_MIN_ELEMENTS: a loss's ratio says nothing
                 worst("truth", t["test_rel"] / t["ref_rel"], path)
+            # which evidence flagged it (harness/verdict.h's order): the table, the bound, structure, truth
+            m = res.get("metrics") or {}
+            if res.get("observed") == "NON-FINITE" or as_float(m.get("max_tol_ratio")) > 1:
+                r["by"].add("table")
+            if as_float((res.get("theory") or {}).get("det_ratio")) > 1:
+                r["by"].add("bound")
+            if (res.get("structure") or {}).get("flagged"):
+                r["by"].add("structure")
+            if (t.get("judged") and elements >= 64 and as_float(t.get("test_rel")) > TRUTH_FLOOR_U * u
+                    and as_float(t.get("test_rel")) > TRUTH_RATIO * as_float(t.get("ref_rel"))):
+                r["by"].add("truth")
         r["unexpected"] = (r["unexpected"] or 0) + (c.get("unexpected") or 0)  # findings included
     r["named"] = r["starts"]  # a tensor the ranks disagree on is itself not as expected, in capture order
+    r["by"] = sorted(r["by"])
     return r
+
+
+def as_float(v):
+    """A JSON report's real ("Infinity" and "NaN" are strings there); 0 when absent."""
+    try:
+        return float(v) if v is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def parse_expect(text, parser, flag):
@@ -256,6 +285,18 @@ def table(sweep, alarms, truth, elapsed):
                 cells.append(smallest_caught(got))
                 cells.append(f"{sum(g['located'] for g in caught)}/{len(caught)}")
             lines.append("| " + " | ".join(cells) + " |")
+    mode = "truth" if truth else "plain"
+    lines += ["", "The smallest strength each piece of evidence flags on its own (in the comparisons"
+              + (" with --truth" if truth else "") + "; '-': none of the strengths):", "",
+              "| kind | dtype | " + " | ".join(title for _, title in EVIDENCE) + " |",
+              "|---|---|" + "---|" * len(EVIDENCE)]
+    for kind in scratch_tp.KINDS:
+        for dtype in DTYPES:
+            rows = [r for r in sweep if r["kind"] == kind and r["dtype"] == dtype]
+            if rows:
+                cells = [kind, dtype] + [smallest_caught([dict(r[mode], strength=r["strength"], caught=key in r[mode]["by"])
+                                                          for r in rows]) for key, _ in EVIDENCE]
+                lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Every run:", "",
               "| kind | dtype | strength | caught | named first | where it starts |"
               + (" caught, --truth | named first, --truth |" if truth else ""),
@@ -339,7 +380,7 @@ def main():
                 row = {"kind": kind, "dtype": dtype, "strength": s, "layout": f"dp{dp} tp{tp}", "name": name}
                 comparisons[name] = [ref, test]
                 if args.truth:
-                    truth = runs.add(TRUTH_DTYPE[dtype], SWEEP_SEED, opts=opts)
+                    truth = runs.add(TRUTH_DTYPE[dtype], SWEEP_SEED, opts=opts + ("--truth-of", dtype))
                     comparisons[name + "-truth"] = [ref, test, "--truth", truth]
                 sweep.append(row)
     # the false alarms
@@ -347,7 +388,7 @@ def main():
     for dtype in DTYPES:
         for seed in QUICK_SEEDS if args.quick else SEEDS:
             ref = runs.add(dtype, seed)
-            truth = runs.add(TRUTH_DTYPE[dtype], seed) if args.truth else None
+            truth = runs.add(TRUTH_DTYPE[dtype], seed, opts=("--truth-of", dtype)) if args.truth else None
             for dp, tp in QUICK_LAYOUTS if args.quick else HONEST_LAYOUTS:
                 test = runs.add(dtype, seed, dp, tp)
                 name = os.path.basename(test)

@@ -316,7 +316,10 @@ def run(rank, world, args, init_method):
     World.tp_group, World.dp_group = tp_groups[World.dp_rank], dp_groups[World.tp_rank]
     World.seed, World.step, World.bug, World.strength = args.seed, args.step, args.bug, args.strength
 
-    model = ScratchModel(args.dropout, args.fc2_bias).to(DTYPES[args.dtype])
+    model = ScratchModel(args.dropout, args.fc2_bias)
+    if args.truth_of is not None:  # the truth of a run in that dtype: its very weights, computed wider
+        model = model.to(DTYPES[args.truth_of])
+    model = model.to(DTYPES[args.dtype])
     tokens, targets = (slice_rows(t, dp, World.dp_rank, 0) for t in global_batch())
 
     cap = equiv_capture.Capture(model, args.out, dp_group=World.dp_group, tp_group=World.tp_group,
@@ -349,6 +352,9 @@ def make_parser():
     parser.add_argument("--fc2-bias", type=float, default=FC2_BIAS,
                         help=f"fc2's bias rms relative to its bias-free output's (default {FC2_BIAS})")
     parser.add_argument("--params", action="store_true", help="capture the parameters too")
+    parser.add_argument("--truth-of", choices=("bf16", "fp32"), default=None,
+                        help="the truth run of a run in this dtype: its weights rounded to it, then computed in "
+                             "--dtype (fp32 for bf16, fp64 for fp32)")
     return parser
 
 
