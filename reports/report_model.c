@@ -4,6 +4,7 @@
 #include "harness/structure.h"
 #include "harness/truth.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,6 +345,18 @@ static eq_status evidence(const eq_renderer *rd, const eq_comparison *c)
     }
     if (tested == 0 && judged == 0) return EQ_OK;
     char text[64];
+    const eq_tensor_result *nearest = NULL; /* to the tolerance, of those as expected */
+    for (int i = 0; i < c->count; i++)
+        if (c->results[i].as_expected && isfinite(c->results[i].m.max_tol_ratio) &&
+            (nearest == NULL || c->results[i].m.max_tol_ratio > nearest->m.max_tol_ratio))
+            nearest = &c->results[i];
+    if (nearest != NULL) {
+        rd->para_begin(rd);
+        rd->text(rd, "Tolerance: the tensor as expected nearest to it is ");
+        rd->code(rd, nearest->path);
+        eq_render_textf(rd, ", at %s of it.", eq_format_sig(nearest->m.max_tol_ratio, 2, text, sizeof text));
+        rd->para_end(rd);
+    }
     rd->para_begin(rd);
     eq_render_textf(rd, "Structure (rounding is unstructured; a bug is a factor, a shift on every row or one tp rank's "
                         "shard): tested on %d tensor%s at a false-alarm probability of %g per test and tensor, %d "
