@@ -459,6 +459,12 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     if (cli->truth_path != NULL) {
         eq_progress_phase(&progress, "read the truth run", 0, 0, -1.0);
         EQ_TRY(eq_run_load(cli->truth_path, &truth));
+        if (eq_dtype_unit_roundoff(truth.meta.dtype) >= eq_dtype_unit_roundoff(ref.meta.dtype)) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: the truth run is %s, no wider than the reference's %s (a truth is the "
+                         "reference's step one precision up: fp32 for a bf16 run, fp64 for fp32)", cli->truth_path,
+                         eq_dtype_name(truth.meta.dtype), eq_dtype_name(ref.meta.dtype));
+            goto cleanup;
+        }
     }
     name_run(&ref, cli->compare_paths[0]);
     name_run(&test, cli->compare_paths[1]);
