@@ -29,7 +29,7 @@
  *
  * The factor and shift limits are the Student-t quantiles of EQ_STRUCTURE_ALPHA (per test per
  * tensor, one-sided for shift, two-sided for factor): at 100 tensors a report, a false alarm from
- * these tests is at most about 3e-4 of honest reports (measured: README "How sure is a verdict").
+ * these tests is at most about 3e-4 of honest reports (measured: README "How sure is a verdict on your run").
  * A test needs at least EQ_STRUCTURE_MIN_BLOCKS blocks (rows or columns) and the tensor
  * EQ_STRUCTURE_MIN_ELEMENTS elements; smaller tensors, and a loss (one element), are left to the other
  * evidence. A factor or shift no larger than EQ_STRUCTURE_FLOOR_U units of roundoff of the
