@@ -83,6 +83,8 @@ static void build(eq_comparison *c)
         add(cap, 1, "out", EQ_ROLE_ACTIVATION, off);
         add(cap, 1, "out_grad", EQ_ROLE_GRAD, 1.0);
         add(cap, 1, "loss", EQ_ROLE_LOSS, 1.0);
+        add(cap, 1, "scores", EQ_ROLE_ACTIVATION, 1.0);
+        eq_tensor_set(&cap->entries[cap->count - 1].tensor, 3, -INFINITY); /* a mask's -Inf in both */
     }
     EQ_EXPECT_OK(eq_capture_add_finding(&test, "rank 1's <shard> & its offset"));
     EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &tol, EQ_EXPECT_WITHIN, c));
