@@ -40,4 +40,27 @@ check "and says so" grep -q 'no divergence regressions' "$work/same.md"
 check "in one line, the table of cells collapsed under it" \
     test "$(sed -n '1p;3p' "$work/same.md" | tr '\n' '|')" = "**equiv: no divergence regressions** (1 cell compared)|<details><summary>1 cell</summary>|"
 check "and nothing after the table" test "$(tail -1 "$work/same.md")" = "</details>"
+# compare's own report of a run of no case (README's minimal file: its loss has no layer, -1 in
+# the JSON) is read by diff
+if /usr/bin/python3 -c 'import h5py' 2>/dev/null; then
+    /usr/bin/python3 - "$work/minimal.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f.attrs["dp"], f.attrs["tp"] = 1, 1
+    f["blocks.0.fc1.out"] = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    f["blocks.0.fc1.out"].attrs["role"] = "activation"
+    f["loss"] = np.array([2.5], dtype=np.float32)
+    f["loss"].attrs["role"] = "loss"
+PY
+    "$equiv" compare "$work/minimal.h5" "$work/minimal.h5" --out "$work/minimal" >/dev/null
+    check "the minimal file's compare is as expected" test $? -eq 0
+    "$equiv" diff "$work/minimal/report.json" "$work/minimal/report.json" >"$work/minimal.md" 2>"$work/minimal.err"
+    status=$?
+    check "diff reads compare's report of a tensor of no layer (exit $status, want 0: $(head -c 200 "$work/minimal.err"))" \
+        test "$status" -eq 0
+    check "and finds no regression" grep -q 'no divergence regressions' "$work/minimal.md"
+else
+    echo "FAIL: /usr/bin/python3 has no h5py (ci/install-deps installs python3-h5py)"; fail=1
+fi
+
 exit "$fail"
