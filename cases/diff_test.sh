@@ -63,4 +63,26 @@ else
     echo "FAIL: /usr/bin/python3 has no h5py (ci/install-deps installs python3-h5py)"; fail=1
 fi
 
+# A comment standard output cannot take is an error: one line, exit 2, no --out; the same for
+# --list, --help and --version
+if [ -w /dev/full ]; then
+    full_fails() { # full_fails DESCRIPTION ARGS...: equiv ARGS > /dev/full exits 2 with one line on stderr
+        local what=$1
+        shift
+        "$equiv" "$@" >/dev/full 2>"$work/full.err"
+        local status=$? lines
+        lines=$(wc -l <"$work/full.err")
+        check "$what to a full standard output: exit $status, want 2; $lines line(s) on stderr" \
+            test "$status" -eq 2 -a "$lines" -eq 1
+        check "$what: the line says why" grep -q '^equiv: error: cannot write .*standard output' "$work/full.err"
+    }
+    full_fails "diff" diff "$work/base/report.json" "$work/head/report.json"
+    full_fails "diff --out" diff "$work/base/report.json" "$work/head/report.json" --out "$work/full-out"
+    check "diff --out to a full standard output leaves no --out" test ! -e "$work/full-out"
+    full_fails "--list" --list
+    full_fails "--help" --help
+    full_fails "--version" --version
+else
+    echo "ok: skipped the /dev/full checks (no writable /dev/full)"
+fi
 exit "$fail"

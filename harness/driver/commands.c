@@ -1,5 +1,6 @@
 #include "harness/driver/commands.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,8 +358,11 @@ eq_status eq_cmd_diff(const eq_cli *cli, int *n_unexpected)
     st = eq_report_diff(cli->compare_paths[0], cli->compare_paths[1], &opt, mem, n_unexpected);
     if (fclose(mem) != 0 && st == EQ_OK) st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the diff");
     if (st != EQ_OK) goto cleanup;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
+    /* printed first, so that a comment standard output lost writes no --out either */
+    if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0 || ferror(stdout)) {
+        st = EQ_FAIL(EQ_ERR_IO, "cannot write the diff comment to standard output: %s", strerror(errno));
+        goto cleanup;
+    }
     if (cli->out_dir != NULL) {
         char path[4400];
         EQ_TRY(eq_out_open(&out, cli->out_dir));
