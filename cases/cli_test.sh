@@ -99,6 +99,11 @@ PY
     plant nan 'd.flat[5] = np.nan'
     check "planted NaN is caught" 1 "$equiv" compare "$run/row_parallel-fp32-dp1-tp1.h5" "$work/nan.h5"
     expect_output "planted NaN is named" 'NaN'
+    plant all_nan 'd[...] = np.nan'
+    cp "$work/all_nan.h5" "$work/all_nan_ref.h5"
+    check "a tensor all NaN in both runs is not a pass" 1 "$equiv" compare "$work/all_nan_ref.h5" "$work/all_nan.h5"
+    expect_output "its row says NON-FINITE" '^\| \*\*FAIL\*\* \| 0 \| out \| NON-FINITE \(expected within\) \|'
+    expect_output "and why" '^- `layers/00/out` \(activation\): NON-FINITE, expected within: all [0-9]+ elements NaN in both runs'
     cp "$run/row_parallel-fp32-dp1-tp4.h5" "$work/ulp_base.h5"
     plant ulp 'd.flat[17] = np.nextafter(d.flat[17], np.float32(np.inf), dtype=np.float32)'
     check "planted 1-ULP change is caught under bit_exact" 1 "$equiv" compare --expect bit_exact \

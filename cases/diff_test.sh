@@ -40,4 +40,49 @@ check "and says so" grep -q 'no divergence regressions' "$work/same.md"
 check "in one line, the table of cells collapsed under it" \
     test "$(sed -n '1p;3p' "$work/same.md" | tr '\n' '|')" = "**equiv: no divergence regressions** (1 cell compared)|<details><summary>1 cell</summary>|"
 check "and nothing after the table" test "$(tail -1 "$work/same.md")" = "</details>"
+# compare's own report of a run of no case (README's minimal file: its loss has no layer, -1 in
+# the JSON) is read by diff
+if /usr/bin/python3 -c 'import h5py' 2>/dev/null; then
+    /usr/bin/python3 - "$work/minimal.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f.attrs["dp"], f.attrs["tp"] = 1, 1
+    f["blocks.0.fc1.out"] = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    f["blocks.0.fc1.out"].attrs["role"] = "activation"
+    f["loss"] = np.array([2.5], dtype=np.float32)
+    f["loss"].attrs["role"] = "loss"
+PY
+    "$equiv" compare "$work/minimal.h5" "$work/minimal.h5" --out "$work/minimal" >/dev/null
+    check "the minimal file's compare is as expected" test $? -eq 0
+    "$equiv" diff "$work/minimal/report.json" "$work/minimal/report.json" >"$work/minimal.md" 2>"$work/minimal.err"
+    status=$?
+    check "diff reads compare's report of a tensor of no layer (exit $status, want 0: $(head -c 200 "$work/minimal.err"))" \
+        test "$status" -eq 0
+    check "and finds no regression" grep -q 'no divergence regressions' "$work/minimal.md"
+else
+    echo "FAIL: /usr/bin/python3 has no h5py (ci/install-deps installs python3-h5py)"; fail=1
+fi
+
+# A comment standard output cannot take is an error: one line, exit 2, no --out; the same for
+# --list, --help and --version
+if [ -w /dev/full ]; then
+    full_fails() { # full_fails DESCRIPTION ARGS...: equiv ARGS > /dev/full exits 2 with one line on stderr
+        local what=$1
+        shift
+        "$equiv" "$@" >/dev/full 2>"$work/full.err"
+        local status=$? lines
+        lines=$(wc -l <"$work/full.err")
+        check "$what to a full standard output: exit $status, want 2; $lines line(s) on stderr" \
+            test "$status" -eq 2 -a "$lines" -eq 1
+        check "$what: the line says why" grep -q '^equiv: error: cannot write .*standard output' "$work/full.err"
+    }
+    full_fails "diff" diff "$work/base/report.json" "$work/head/report.json"
+    full_fails "diff --out" diff "$work/base/report.json" "$work/head/report.json" --out "$work/full-out"
+    check "diff --out to a full standard output leaves no --out" test ! -e "$work/full-out"
+    full_fails "--list" --list
+    full_fails "--help" --help
+    full_fails "--version" --version
+else
+    echo "ok: skipped the /dev/full checks (no writable /dev/full)"
+fi
 exit "$fail"

@@ -83,9 +83,14 @@ static int nonfinite_differs(const eq_metrics *m)
     return m->nonfinite_mismatch > 0 || m->nan_ref != m->nan_test || m->inf_ref != m->inf_test;
 }
 
+int eq_nonfinite_in_both(const eq_metrics *m)
+{
+    return !nonfinite_differs(m) && (m->nan_ref > 0 || (m->count > 0 && m->n_finite == 0));
+}
+
 eq_observed eq_observe(const eq_metrics *m)
 {
-    if (nonfinite_differs(m)) return EQ_OBS_NONFINITE;
+    if (nonfinite_differs(m) || eq_nonfinite_in_both(m)) return EQ_OBS_NONFINITE;
     if (m->n_differ == 0) return EQ_OBS_BIT_EXACT;
     if (m->n_outside == 0) return EQ_OBS_WITHIN;
     return EQ_OBS_OUTSIDE;
@@ -149,7 +154,41 @@ int eq_unflatten_index(int ndim, const int64_t *shape, int64_t flat, int64_t *in
     return 1;
 }
 
+/* What eq_diagnose says of NaN or Inf in both runs at the same places (eq_nonfinite_in_both). */
+static const char *diagnose_in_both(const eq_metrics *m, char *buf, size_t len)
+{
+    char counts[64];
+    if (m->n_finite == 0 && m->nan_ref == m->count)
+        snprintf(buf, len, "all %" PRId64 " elements NaN in both runs: the reference computed no value to judge the "
+                 "layout by", m->count);
+    else if (m->n_finite == 0 && m->inf_ref == m->count)
+        snprintf(buf, len, "all %" PRId64 " elements Inf in both runs, of the same signs: nothing finite to compare",
+                 m->count);
+    else if (m->n_finite == 0)
+        snprintf(buf, len, "all %" PRId64 " elements NaN or Inf in both runs (%s in each): nothing finite to compare",
+                 m->count, count_nonfinite(m->nan_ref, m->inf_ref, counts, sizeof counts));
+    else
+        snprintf(buf, len, "%" PRId64 " of %" PRId64 " elements NaN in both runs, at the same places: the reference "
+                 "computed no value there to judge the layout by (the %" PRId64 " finite pairs: max |d| %.6g)",
+                 m->nan_ref, m->count, m->n_finite, m->max_abs);
+    return buf;
+}
+
+static const char *diagnose_finite(const eq_metrics *m, char *buf, size_t len);
+
 const char *eq_diagnose(const eq_metrics *m, char *buf, size_t len)
+{
+    if (eq_nonfinite_in_both(m)) return diagnose_in_both(m, buf, len);
+    diagnose_finite(m, buf, len);
+    size_t used = strlen(buf);
+    if (!nonfinite_differs(m) && m->inf_ref > 0 && used < len)
+        snprintf(buf + used, len - used, "; %" PRId64 " of %" PRId64 " elements Inf in both runs, at the same places "
+                 "(compared as equal)", m->inf_ref, m->count);
+    return buf;
+}
+
+/* eq_diagnose where no NaN or Inf is shared by both runs at the same places. */
+static const char *diagnose_finite(const eq_metrics *m, char *buf, size_t len)
 {
     char ref_part[64], test_part[64];
     if (nonfinite_differs(m)) {

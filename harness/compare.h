@@ -73,12 +73,22 @@ eq_status eq_compare_tensors_of_run(const eq_tensor *ref, const eq_tensor *test,
 eq_status eq_compare_tensors_full(const eq_tensor *ref, const eq_tensor *test, const eq_tolerance *tol,
                                   eq_dtype run_dtype, eq_metrics *out);
 
-/* Observation from metrics. */
+/* Observation from metrics. NaN or Inf on one side only, or of another kind or sign, is
+ * NON-FINITE; so is a NaN in both runs at the same places (the reference itself computed no value
+ * there: nothing says the layout would have computed the right one) and a tensor with no finite
+ * pair at all (all Inf in both: nothing was compared). Inf at the same places in both runs with a
+ * finite rest (a mask's -Inf) compares as equal there, and the diagnosis says so. */
 eq_observed eq_observe(const eq_metrics *m);
+
+/* NaN in both runs at the same places, or no finite pair (and no NaN or Inf that differs): the
+ * NON-FINITE that no difference between the runs made. */
+int eq_nonfinite_in_both(const eq_metrics *m);
 
 /* A short human diagnosis that names what the difference looks like, worst first, e.g.
  * "bit-exact", "2 NaN in test", "uniform scale x8 (ls 8, cos 1.000000)",
- * "1 element differs, 1 ULP at index 17", "rounding: max 2 ULP, rel 3.1e-03". */
+ * "1 element differs, 1 ULP at index 17", "rounding: max 2 ULP, rel 3.1e-03",
+ * "all 4096 elements NaN in both runs: ...", "bit-exact; 12 of 4096 elements Inf in both runs, at
+ * the same places (compared as equal)". */
 const char *eq_diagnose(const eq_metrics *m, char *buf, size_t len);
 
 /* The whole number n, or 1/n, a uniform factor is within rounding of ("8", "-1", "1/16"), else the

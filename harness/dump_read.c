@@ -555,11 +555,14 @@ cleanup:
     return st;
 }
 
-/* Without a dtype attribute: the dtype of the first activation, else of the first tensor. */
+/* Without a dtype attribute: the dtype of the first activation, else of the first gradient, else of
+ * the first tensor (the tensors eq_run_check_dtype holds the dtype to, harness/run_load.h). */
 static eq_dtype run_dtype(const eq_capture *cap)
 {
     for (int i = 0; i < cap->count; i++)
         if (cap->entries[i].role == EQ_ROLE_ACTIVATION) return cap->entries[i].tensor.dtype;
+    for (int i = 0; i < cap->count; i++)
+        if (cap->entries[i].role == EQ_ROLE_GRAD) return cap->entries[i].tensor.dtype;
     return cap->count > 0 ? cap->entries[0].tensor.dtype : EQ_FP32;
 }
 

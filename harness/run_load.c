@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,6 +251,46 @@ eq_status eq_run_assemble(const eq_capture *ranks, const char *const *names, int
 cleanup:
     if (st != EQ_OK) eq_capture_free(out);
     return st;
+}
+
+/* The first element of t that dtype d cannot hold exactly, or -1 (NaN and Inf it holds; a tensor
+ * stored in d or coarser holds only values of d). */
+static int64_t first_not_of_dtype(const eq_tensor *t, eq_dtype d)
+{
+    if (eq_dtype_unit_roundoff(t->dtype) >= eq_dtype_unit_roundoff(d)) return -1;
+    const int64_t n = eq_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        const double v = eq_tensor_get(t, i);
+        if (!isfinite(v)) continue;
+        const float f = (float)v; /* out of fp32's range: Inf, not v */
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof bits);
+        if ((double)f != v || (d == EQ_BF16 && (bits & 0xffffu) != 0)) return i;
+    }
+    return -1;
+}
+
+eq_status eq_run_check_dtype(const eq_capture *run, const char *path)
+{
+    const eq_dtype d = run->meta.dtype;
+    eq_role decides = EQ_ROLE_GRAD;
+    for (int i = 0; i < run->count; i++)
+        if (run->entries[i].role == EQ_ROLE_ACTIVATION) decides = EQ_ROLE_ACTIVATION;
+    const eq_capture_entry *witness = NULL;
+    int64_t at = -1;
+    for (int i = 0; i < run->count; i++) {
+        const eq_capture_entry *e = &run->entries[i];
+        if (e->role != decides || eq_tensor_numel(&e->tensor) == 0) continue;
+        const int64_t k = first_not_of_dtype(&e->tensor, d);
+        if (k < 0) return EQ_OK;
+        if (witness == NULL) witness = e, at = k;
+    }
+    if (witness == NULL) return EQ_OK; /* nothing it judges by a tolerance holds an element */
+    return EQ_FAIL(EQ_ERR_INPUT, "%s: the run says its dtype is %s, but no %s holds %s values: %.100s is stored as %s "
+                   "and element %lld is %.9g, which %s cannot hold (a dtype coarser than the data would loosen the "
+                   "tolerance; declare the dtype the run computed in, or leave it out)", path, eq_dtype_name(d),
+                   eq_role_name(decides), eq_dtype_name(d), witness->path, eq_dtype_name(witness->tensor.dtype),
+                   (long long)at, eq_tensor_get(&witness->tensor, at), eq_dtype_name(d));
 }
 
 static int compare_strings(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }

@@ -29,6 +29,18 @@ eq_status eq_run_load(const char *path, eq_capture *out);
 typedef eq_status (*eq_dump_reader)(const char *path, eq_capture *out);
 eq_status eq_run_load_with(const char *path, eq_dump_reader read, eq_capture *out);
 
+/* A declared dtype must agree with the stored data: the run's dtype (its root attribute, else the
+ * dtype of its first activation, else of its first gradient) picks the tolerance of a run of no
+ * case, so a dtype coarser than what the run holds would loosen every verdict (fp32 data said to
+ * be bf16: 2500x). The tensors that decide are the activations (the gradients where it has none);
+ * at least one of them that holds elements must hold only values of the dtype: stored in it, or
+ * wider with every value one the dtype represents (bf16 widened to fp32 exactly, fp16 to fp32).
+ * One is enough, not all, since a mixed-precision step (autocast) keeps some activations wider
+ * than its dtype. EQ_ERR_INPUT naming `path`, a tensor and an element that the dtype cannot hold
+ * otherwise. Losses never decide (equiv's runs keep theirs in fp64), nor do inputs and parameters
+ * (judged bit-exact whatever the dtype). */
+eq_status eq_run_check_dtype(const eq_capture *run, const char *path);
+
 /* Assembles per-rank captures (each as eq_dump_read gives it: meta.has_rank set) into out;
  * `names[i]` names rank file i in messages. Exposed for the unit test. */
 eq_status eq_run_assemble(const eq_capture *ranks, const char *const *names, int n, eq_capture *out);

@@ -157,10 +157,68 @@ static void test_refused(void)
     free_ranks(ranks);
 }
 
+static double tenth(int64_t i, int64_t j, const void *arg)
+{
+    (void)arg;
+    return 0.1 * (double)(i * 4 + j + 1); /* no value of it is a bf16 or fp32 value */
+}
+static double quarter(int64_t i, int64_t j, const void *arg)
+{
+    (void)arg;
+    return 0.25 * (double)(i * 4 + j); /* every value exact in bf16 */
+}
+
+/* eq_run_check_dtype with run (dtype d) and the words its refusal must hold (NULL: accepted). */
+static void expect_dtype(const eq_capture *run, const char *what, const char *words)
+{
+    eq_status st = eq_run_check_dtype(run, "run.h5");
+    const char *msg = eq_error_message();
+    if (words == NULL) EQ_EXPECT(st == EQ_OK, "%s: refused: %s", what, msg);
+    else {
+        EQ_EXPECT(st == EQ_ERR_INPUT, "%s: want EQ_ERR_INPUT, got %s", what, eq_status_name(st));
+        EQ_EXPECT(strstr(msg, words) != NULL, "%s: message '%s' lacks '%s'", what, msg, words);
+        EQ_EXPECT(strchr(msg, '\n') == NULL, "%s: message not one line", what);
+    }
+    eq_error_clear();
+}
+
+/* A declared dtype must agree with the data: fp32 data said to be bf16 is refused, bf16 values
+ * widened to fp32 are not, nor a mixed-precision run with one activation of the dtype; losses,
+ * inputs and parameters never decide. */
+static void test_dtype_agrees(void)
+{
+    eq_capture run;
+    eq_capture_init(&run);
+    run.meta.dtype = EQ_BF16;
+    add(&run, "loss", EQ_ROLE_LOSS, EQ_FP64, 1, 1, EQ_SHARD_REPLICATED, tenth, NULL);
+    add(&run, "w", EQ_ROLE_PARAM, EQ_FP32, 2, 2, EQ_SHARD_REPLICATED, tenth, NULL);
+    expect_dtype(&run, "no activation or gradient", NULL);
+    add(&run, "g", EQ_ROLE_GRAD, EQ_FP32, 2, 4, EQ_SHARD_REPLICATED, tenth, NULL);
+    expect_dtype(&run, "a gradient of fp32 values, no activation", "no grad holds bf16 values: layers/00/g is stored as fp32");
+    add(&run, "a", EQ_ROLE_ACTIVATION, EQ_FP32, 2, 4, EQ_SHARD_REPLICATED, tenth, NULL);
+    expect_dtype(&run, "fp32 activations said to be bf16",
+                 "run.h5: the run says its dtype is bf16, but no activation holds bf16 values: layers/00/a is stored "
+                 "as fp32 and element 0 is 0.100000001, which bf16 cannot hold");
+    run.meta.dtype = EQ_FP32;
+    expect_dtype(&run, "fp32 activations said to be fp32", NULL);
+    run.meta.dtype = EQ_BF16;
+    add(&run, "b", EQ_ROLE_ACTIVATION, EQ_FP32, 2, 4, EQ_SHARD_REPLICATED, quarter, NULL);
+    expect_dtype(&run, "one activation of bf16 values widened to fp32 (mixed precision)", NULL);
+    eq_capture_free(&run);
+    eq_capture_init(&run);
+    run.meta.dtype = EQ_FP32;
+    add(&run, "a", EQ_ROLE_ACTIVATION, EQ_FP64, 2, 4, EQ_SHARD_REPLICATED, tenth, NULL);
+    expect_dtype(&run, "fp64 activations said to be fp32", "no activation holds fp32 values: layers/00/a is stored as fp64");
+    run.meta.dtype = EQ_FP64;
+    expect_dtype(&run, "fp64 activations said to be fp64", NULL);
+    eq_capture_free(&run);
+}
+
 int main(void)
 {
     test_assembles();
     test_replica_that_differs();
     test_refused();
+    test_dtype_agrees();
     return eq_test_finish("run_load_test");
 }

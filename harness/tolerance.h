@@ -59,7 +59,8 @@ typedef enum {
     EQ_OBS_BIT_EXACT = 0, /* identical */
     EQ_OBS_WITHIN = 1,    /* differs, every element inside the tolerance */
     EQ_OBS_OUTSIDE = 2,   /* some element outside the tolerance */
-    EQ_OBS_NONFINITE = 3, /* NaN or Inf where the reference has none (or vice versa) */
+    EQ_OBS_NONFINITE = 3, /* NaN or Inf where the reference has none (or vice versa), or another;
+                             NaN in both runs; nothing finite in either (eq_observe) */
 } eq_observed;
 const char *eq_observed_name(eq_observed o); /* "bit-exact", "within", "OUTSIDE", "NON-FINITE" */
 

@@ -121,6 +121,11 @@ typedef struct {
      * with its gradient "P_grad" at the same layer (of the global loss); a parameter without one
      * is frozen. 0: --steps N > 1 is refused for its cases. */
     int trains;
+    /* 1: a run keeps tensors wider than its dtype (probe: a bf16 run's fp32 buffers and fp64
+     * scalars), so its dumps hold no data of the dtype they declare. `compare` then takes an equiv
+     * dump of such a model's case at its word: the case's tolerance entries for the dtype are at the
+     * precision stored. 0: the declared dtype must agree with the data (harness/run_load.h). */
+    int stores_wider;
 } eq_model;
 
 /* The model named `name`, or EQ_ERR_INPUT listing the known ones. */

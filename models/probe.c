@@ -574,4 +574,5 @@ const eq_model eq_model_probe = {
     .check = probe_check,
     .run = probe_run_step,
     .multi_process = 1,
+    .stores_wider = 1, /* fp32 buffers and fp64 scalars in bf16 runs (cases/probe.ini's tolerances) */
 };

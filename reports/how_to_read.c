@@ -8,7 +8,8 @@ const eq_glossary_entry eq_glossary[] = {
                 "every table."},
     {"observed", "what the comparison saw, one word per state: bit-exact (every bit equal), within (differs, every "
                  "element inside the tolerance |d| <= atol + rtol |ref|), OUTSIDE (some element outside it), "
-                 "NON-FINITE (NaN or Inf where the other run has none). Followed by (expected X) where the row fails "
+                 "NON-FINITE (NaN or Inf where the other run has none or another; a NaN in both runs; nothing finite in "
+                 "either; Inf at the same places with a finite rest compares as equal there). Followed by (expected X) where the row fails "
                  "or the tensor has an expectation of its own: bit_exact, within, differs (must not be bit-exact), "
                  "must_fail (must be OUTSIDE or NON-FINITE)."},
     {"max |d|", "the largest |test - ref| over the elements finite in both runs, computed in fp64; mean |d| and "

@@ -2,7 +2,10 @@
  * of the base and the head commit, written as a Markdown pull-request comment.
  *
  * Comparisons ("cells") are matched by the test run's case, dtype, layout (dp, tp), algorithm,
- * gradient convention and size; results within a cell by tensor path. Per tensor, one change,
+ * gradient convention and size; results within a cell by tensor path. A report holds each cell
+ * once and each path once per cell (a second copy would pair with nothing and regress unseen:
+ * refused, naming it). A result's layer is -1..9999 (-1: none, as compare writes a loss of no
+ * layer; "-" in a chart). Per tensor, one change,
  * the worst that applies:
  *   new failure          as expected in base, not in head                    (regression)
  *   no longer bit-exact  observed bit-exact in base, not in head             (regression)
@@ -43,7 +46,8 @@ eq_diff_options eq_diff_options_default(void);
 /* Reads both reports and writes the comment to markdown_out. *n_regressions (when not NULL) gets
  * the number of regressed tensors plus cells missing from head (0 on an error): the caller's
  * exit status is 1 when it is > 0. opt NULL means the defaults. EQ_ERR_INPUT (naming the file) when a report is
- * missing, not JSON, not an equiv report ("equiv_report": 1) or lacks a field the diff reads;
+ * missing, not JSON, not an equiv report ("equiv_report": 1), lacks a field the diff reads or holds
+ * a cell or a tensor twice;
  * EQ_ERR_USAGE for growth < 1 or a negative floor; EQ_ERR_IO when the comment cannot be written. */
 eq_status eq_report_diff(const char *base_path, const char *head_path, const eq_diff_options *opt,
                          FILE *markdown_out, int *n_regressions);

@@ -59,6 +59,40 @@ static int check_abs_metric(const json_t *result, const char *key, char *why, si
     return 0;
 }
 
+typedef struct {
+    const char *path;
+    size_t index;
+} path_at;
+
+static int by_path_then_index(const void *pa, const void *pb)
+{
+    const path_at *a = pa, *b = pb;
+    int c = strcmp(a->path, b->path);
+    return c != 0 ? c : (a->index > b->index) - (a->index < b->index);
+}
+
+/* Each tensor path once in a comparison's results (a second copy would be paired with nothing, or
+ * with the other side's one copy while its twin regressed unseen): 1, or 0 with the path and both
+ * results in why. Sorted, so 100,000 results take milliseconds. */
+static int unique_paths(const json_t *results, char *why, size_t len)
+{
+    size_t n = json_array_size(results);
+    int unique = 1;
+    if (n < 2) return 1;
+    path_at *paths = malloc(n * sizeof *paths);
+    if (paths == NULL) return snprintf(why, len, "has %zu results, too many to check for memory", n), 0;
+    for (size_t i = 0; i < n; i++) paths[i] = (path_at){eq_diff_text(json_array_get(results, i), "path"), i};
+    qsort(paths, n, sizeof *paths, by_path_then_index);
+    for (size_t i = 1; i < n && unique; i++)
+        if (strcmp(paths[i - 1].path, paths[i].path) == 0) {
+            snprintf(why, len, "holds tensor %.200s twice (results %zu and %zu): a comparison has each tensor once",
+                     paths[i].path, paths[i - 1].index, paths[i].index);
+            unique = 0;
+        }
+    free(paths);
+    return unique;
+}
+
 /* The fields the diff reads, checked once so that the rest can take them as given: 1 when cmp
  * holds every one with a sound value, else 0 and what is wrong in why ("result 3: ..."). */
 static int check_comparison(const json_t *cmp, char *why, size_t len)
@@ -89,8 +123,8 @@ static int check_comparison(const json_t *cmp, char *why, size_t len)
         for (size_t k = 0; ok && k < sizeof result_keys / sizeof result_keys[0]; k++)
             if (!json_is_string(json_object_get(r, result_keys[k])))
                 ok = 0, snprintf(what, sizeof what, "lacks \"%s\" or has the wrong type there", result_keys[k]);
-        if (ok && !is_integer_in(json_object_get(r, "layer"), 0, 9999))
-            ok = 0, snprintf(what, sizeof what, "layer is not an integer in 0..9999");
+        if (ok && !is_integer_in(json_object_get(r, "layer"), -1, 9999)) /* -1: no layer (report_json.c) */
+            ok = 0, snprintf(what, sizeof what, "layer is not an integer in -1..9999");
         if (ok && !json_is_boolean(json_object_get(r, "as_expected")))
             ok = 0, snprintf(what, sizeof what, "lacks \"as_expected\" or has the wrong type there");
         if (ok) {
@@ -103,7 +137,29 @@ static int check_comparison(const json_t *cmp, char *why, size_t len)
         if (ok) ok = check_abs_metric(r, "max_abs", what, sizeof what) && check_abs_metric(r, "mean_abs", what, sizeof what);
         if (!ok) return snprintf(why, len, "result %zu %s", i, what), 0;
     }
-    return 1;
+    return unique_paths(results, why, len);
+}
+
+static int same_cell(const json_t *a, const json_t *b);
+
+/* "case gpt, dtype fp32, dp 8, tp 2, algorithm ring, grads avg, size ci": the EQ_CELL_DIFF fields
+ * of a comparison's test run (strings cut at 40 bytes). */
+static const char *cell_key(const json_t *cmp, char *buf, size_t len)
+{
+    const json_t *test = json_object_get(cmp, "test");
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < eq_cell_field_count && used < len; k++) {
+        const eq_cell_field *f = &eq_cell_fields[k];
+        const json_t *v = json_object_get(test, f->key);
+        if (!(f->flags & EQ_CELL_DIFF) || v == NULL) continue;
+        const char *sep = used > 0 ? ", " : "";
+        int n = json_is_string(v) ? snprintf(buf + used, len - used, "%s%s %.40s", sep, f->key, json_string_value(v))
+                                  : snprintf(buf + used, len - used, "%s%s %lld", sep, f->key,
+                                             (long long)json_integer_value(v));
+        used += n > 0 ? (size_t)n : 0;
+    }
+    return buf;
 }
 
 eq_status eq_diff_load_report(const char *path, json_t **out)
@@ -133,6 +189,16 @@ eq_status eq_diff_load_report(const char *path, json_t **out)
             goto cleanup;
         }
     }
+    /* each cell once: a second copy would pair with nothing in the other report, and its
+     * regressions go unseen */
+    json_array_foreach(list, i, cmp) {
+        for (size_t j = 0; j < i; j++)
+            if (same_cell(json_array_get(list, j), cmp)) {
+                st = EQ_FAIL(EQ_ERR_INPUT, "%s: comparisons %zu and %zu are the same cell (%s): a report holds each "
+                             "cell once", path, j, i, cell_key(cmp, why, sizeof why));
+                goto cleanup;
+            }
+    }
     *out = root;
     root = NULL;
 cleanup:
@@ -154,8 +220,8 @@ static int same_cell(const json_t *a, const json_t *b)
     return 1;
 }
 
-/* The cells in base order, then those only in head. A head comparison pairs with the first base
- * comparison of its cell not yet paired, so a cell a report holds twice pairs in order. */
+/* The cells in base order, then those only in head. A head comparison pairs with the base
+ * comparison of its cell (each report holds a cell once: eq_diff_load_report). */
 eq_status eq_diff_match_cells(json_t *base, json_t *head, cell_diff **cells, int *n_cells)
 {
     json_t *base_list = json_object_get(base, "comparisons"), *head_list = json_object_get(head, "comparisons");

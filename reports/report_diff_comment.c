@@ -94,8 +94,8 @@ static void emit_counts(comment *out, const int *counts, int first)
 }
 
 /* "gpt bf16 dp8-tp2 (ring, avg, ci)": the cell's title (harness/run_cell.h: case, dtype, layout),
- * then its other EQ_CELL_DIFF fields (algorithm, gradients, size), those written only when set
- * with their key ("numerics megatron"). */
+ * then its other EQ_CELL_DIFF fields (algorithm, gradients, size) that are not empty, those written
+ * only when set with their key ("numerics megatron"). */
 static void emit_cell_name(comment *out, const cell_diff *cell)
 {
     const json_t *t = json_object_get(cell->base != NULL ? cell->base : cell->head, "test");
@@ -104,6 +104,8 @@ static void emit_cell_name(comment *out, const cell_diff *cell)
         const eq_cell_field *f = &eq_cell_fields[k];
         const json_t *value = json_object_get(t, f->key);
         if (!(f->flags & (EQ_CELL_TITLE | EQ_CELL_DIFF)) || value == NULL) continue;
+        if (!(f->flags & EQ_CELL_TITLE) && json_is_string(value) && json_string_value(value)[0] == '\0')
+            continue; /* a user's run leaves equiv's algorithm, convention and size empty */
         if (f->flags & EQ_CELL_TITLE) emit(out, "%s", f->title_part);
         else if (f->flags & EQ_CELL_JSON) emit(out, "%s", shown++ ? ", " : " (");
         else emit(out, "%s%s ", shown++ ? ", " : " (", f->key); /* written only when set: say which */
@@ -257,7 +259,10 @@ static void write_chart(comment *out, const cell_diff *cell)
              format_factor(worst[k]->factor, worst[k]->from_noise, factor, sizeof factor));
     }
     emit(out, ".\n\n```mermaid\nxychart-beta\n    title \"max |d| by layer: base vs head\"\n    x-axis \"layer\" [");
-    for (int k = 0; k < n; k++) emit(out, "%s\"%d\"", k ? ", " : "", layers[k]);
+    for (int k = 0; k < n; k++) { /* layer -1: a tensor of no layer (a loss), "-" as in the reports */
+        if (layers[k] < 0) emit(out, "%s\"-\"", k ? ", " : "");
+        else emit(out, "%s\"%d\"", k ? ", " : "", layers[k]);
+    }
     if (exponent != 0) emit(out, "]\n    y-axis \"max |d| (x 1e%d)\"\n", exponent);
     else emit(out, "]\n    y-axis \"max |d|\"\n");
     for (int line = 0; line < 2 * n_names; line++) {

@@ -504,8 +504,8 @@ static void test_bad_inputs(void)
         {"layer.json", "{\"equiv_report\": 1, \"comparisons\": [{\"test\": {\"case\": \"c\", \"dtype\": \"fp32\", "
                        "\"algorithm\": \"ring\", \"grads\": \"avg\", \"size\": \"ci\", \"dp\": 1, \"tp\": 2}, "
                        "\"results\": [{\"path\": \"p\", \"name\": \"n\", \"observed\": \"within\", \"diagnosis\": \"d\", "
-                       "\"layer\": -1, \"as_expected\": true, \"metrics\": {\"max_abs\": 0, \"mean_abs\": 0}}]}]}",
-         "layer is not an integer"},
+                       "\"layer\": -2, \"as_expected\": true, \"metrics\": {\"max_abs\": 0, \"mean_abs\": 0}}]}]}",
+         "layer is not an integer in -1..9999"},
         {"observed.json", "{\"equiv_report\": 1, \"comparisons\": [{\"test\": {\"case\": \"c\", \"dtype\": \"fp32\", "
                           "\"algorithm\": \"ring\", \"grads\": \"avg\", \"size\": \"ci\", \"dp\": 1, \"tp\": 2}, "
                           "\"results\": [{\"path\": \"p\", \"name\": \"n\", \"observed\": \"fine\", \"diagnosis\": \"d\", "
@@ -531,6 +531,54 @@ static void test_bad_inputs(void)
     /* Not a regular file: refused at once, never read. */
     expect_input_error("/dev/zero", good, "/dev/zero: is not a regular file");
     expect_input_error(good, scratch, "is a directory");
+}
+
+/* What compare writes of a tensor of no layer (layer -1: the loss of harness/SCHEMA.md's minimal
+ * file) is read, and its regression charted at "-"; a cell or a tensor path twice in one report
+ * is refused, naming it: the second copy would pair with nothing and regress unseen. */
+static void test_no_layer_and_duplicates(void)
+{
+    fake_result r[N_RESULTS], h[N_RESULTS];
+    base_results(r);
+    base_results(h);
+    find(r, N_RESULTS, "layers/04/loss")->layer = -1;
+    snprintf(find(r, N_RESULTS, "layers/04/loss")->path, sizeof r[0].path, "loss");
+    find(h, N_RESULTS, "layers/04/loss")->layer = -1;
+    snprintf(find(h, N_RESULTS, "layers/04/loss")->path, sizeof h[0].path, "loss");
+    find(h, N_RESULTS, "loss")->max_abs *= 1000.0;
+    const char *base = write_report("no_layer_base.json", r, N_RESULTS, 0);
+    const char *head = write_report("no_layer_head.json", h, N_RESULTS, 0);
+    int n;
+    char *text = diff_ok(base, base, &n);
+    EQ_EXPECT(n == 0, "a loss of no layer against itself: %d regressions", n);
+    free(text);
+    text = diff_ok(base, head, &n);
+    EQ_EXPECT(n == 1, "a loss of no layer grown x1000: %d regressions, want 1", n);
+    EXPECT_HAS(text, "| `loss` | grew |");
+    EXPECT_HAS(text, "x-axis \"layer\" [\"-\"]\n");
+    expect_charts_well_formed(text, 1);
+    free(text);
+
+    /* head holds its cell twice, the second copy regressed x1000 */
+    base_results(h);
+    find(h, N_RESULTS, "layers/02/out")->max_abs *= 1000.0;
+    json_t *cells = json_array();
+    json_array_append_new(cells, cell_json("fp32", 2, r, N_RESULTS));
+    json_array_append_new(cells, cell_json("fp32", 2, h, N_RESULTS));
+    json_t *doc = report_json(cells);
+    char *json = json_dumps(doc, 0);
+    const char *twice = write_file("cell_twice.json", json);
+    free(json);
+    json_decref(doc);
+    expect_refused_saying(base, twice, "cell_twice.json", "comparisons 0 and 1 are the same cell (case toy, dtype fp32, "
+                                                          "dp 1, tp 2, algorithm ring, grads avg, size ci)");
+    expect_refused_saying(twice, base, "cell_twice.json", "a report holds each cell once");
+    /* one comparison holds a tensor path twice */
+    base_results(h);
+    snprintf(find(h, N_RESULTS, "layers/03/out")->path, sizeof h[0].path, "layers/01/out");
+    const char *path_twice = write_report("path_twice.json", h, N_RESULTS, 0);
+    expect_refused_saying(base, path_twice, "path_twice.json",
+                          "comparison 0 holds tensor layers/01/out twice (results 5 and 9)");
 }
 
 /* 100 cells of 70 tensors (more than a chart shows), every tensor grown, diagnoses of 300
@@ -591,6 +639,7 @@ int main(void)
     test_floor();
     test_noise_floors();
     test_bad_inputs();
+    test_no_layer_and_duplicates();
     test_length_limit();
     for (int i = 0; i < n_written; i++) unlink(written[i]);
     rmdir(scratch);

@@ -6,6 +6,7 @@
  * README.md's "How to read this report" defines every column. What each comparison says is
  * reports/report_model.h's parts, written through this file's Markdown renderer. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "harness/run_cell.h"
@@ -43,14 +44,55 @@ const char *eq_report_observed_text(const eq_tensor_result *r, eq_expect compari
     return buf;
 }
 
-/* ---- the renderer: Markdown as is, no escaping but '|' in a table's header ---- */
+/* ---- the renderer: plain text escaped ---- */
+
+/* Plain text as Markdown that shows it as it is: a tensor's path, a case's name or a run's
+ * environment come from a file and may hold anything but control characters. '<' and '&' as
+ * entities (no raw HTML, no forged entity: "<script>" or "<!--" would hide the rest of a PR
+ * comment), '\\', '`' and '[' backslash-escaped (no code span, link or image), and in a table cell
+ * '|' too (GFM splits a row on it); a line break as a space. Text equiv writes itself holds none
+ * of these but '|' outside tables ("max |d|"), so it reads the same raw. */
+static void put_text(FILE *out, const char *plain, int in_cell)
+{
+    for (const char *p = plain; *p != '\0'; p++) {
+        if (*p == '\n' || *p == '\r') fputc(' ', out);
+        else if (*p == '<') fputs("&lt;", out);
+        else if (*p == '&') fputs("&amp;", out);
+        else if (*p == '\\' || *p == '`' || *p == '[' || (in_cell && *p == '|')) fprintf(out, "\\%c", *p);
+        else fputc(*p, out);
+    }
+}
 
 static void newline_after(const eq_renderer *rd) { fputs("\n\n", rd->out); }
 static void heading_begin(const eq_renderer *rd) { fputs("#### ", rd->out); }
 static void nothing(const eq_renderer *rd) {}
-static void text(const eq_renderer *rd, const char *plain) { fputs(plain, rd->out); }
-static void code(const eq_renderer *rd, const char *plain) { fprintf(rd->out, "`%s`", plain); }
-static void strong(const eq_renderer *rd, const char *plain) { fprintf(rd->out, "**%s**", plain); }
+static void text(const eq_renderer *rd, const char *plain) { put_text(rd->out, plain, 0); }
+
+/* A code span that holds any text: fenced by one backtick more than the longest run inside, with
+ * a space inside each fence where the text starts or ends with a backtick or a space (CommonMark
+ * strips one from each side); a line break as a space. Nothing is escaped inside a code span. */
+static void code(const eq_renderer *rd, const char *plain)
+{
+    int run = 0, longest = 0;
+    size_t n = strlen(plain);
+    for (size_t i = 0; i < n; i++) {
+        run = plain[i] == '`' ? run + 1 : 0;
+        if (run > longest) longest = run;
+    }
+    const int pad = n > 0 && (plain[0] == '`' || plain[n - 1] == '`' || (plain[0] == ' ' && plain[n - 1] == ' '));
+    for (int k = 0; k <= longest; k++) fputc('`', rd->out);
+    if (pad) fputc(' ', rd->out);
+    for (size_t i = 0; i < n; i++) fputc(plain[i] == '\n' || plain[i] == '\r' ? ' ' : plain[i], rd->out);
+    if (pad) fputc(' ', rd->out);
+    for (int k = 0; k <= longest; k++) fputc('`', rd->out);
+}
+
+static void strong(const eq_renderer *rd, const char *plain)
+{
+    fputs("**", rd->out);
+    put_text(rd->out, plain, 0);
+    fputs("**", rd->out);
+}
 static void item_begin(const eq_renderer *rd, int fails) { fputs("- ", rd->out); }
 static void line_end(const eq_renderer *rd) { fputc('\n', rd->out); }
 static void no_link(const eq_renderer *rd, const eq_tensor_result *r) {}
@@ -89,8 +131,13 @@ static void row(const eq_renderer *rd, const eq_report_table *t, const eq_tensor
     for (int k = 0, n = 0; k < eq_report_table_columns(t); k++) {
         if (!(t->columns[k].shown_in & EQ_COLUMN_MARKDOWN)) continue;
         const char *cell = cells[n++], *bold = t->columns[k].kind == EQ_COLUMN_VERDICT && fails ? "**" : "";
-        if (cell[0] == '\0') fputs(" |", rd->out);
-        else fprintf(rd->out, " %s%s%s |", bold, cell, bold);
+        if (cell[0] == '\0') {
+            fputs(" |", rd->out);
+            continue;
+        }
+        fprintf(rd->out, " %s", bold);
+        put_text(rd->out, cell, 1);
+        fprintf(rd->out, "%s |", bold);
     }
     fputc('\n', rd->out);
 }
@@ -119,7 +166,9 @@ static const eq_renderer markdown = {
 static eq_status write_comparison(FILE *out, const eq_comparison *c, int index)
 {
     char heading[EQ_CELL_NAME_MAX];
-    fprintf(out, "### %s\n\n", eq_cell_heading(&c->test_meta, &c->ref_meta, 0, heading, sizeof heading));
+    fputs("### ", out);
+    put_text(out, eq_cell_heading(&c->test_meta, &c->ref_meta, 0, heading, sizeof heading), 0);
+    fputs("\n\n", out);
     eq_renderer rd = markdown;
     rd.out = out;
     rd.index = index;
@@ -131,11 +180,14 @@ eq_status eq_report_markdown(FILE *out, const eq_comparison *cmps, int n)
     eq_status st = EQ_OK;
     char summary[1024]; /* up to two names and a finding (EQ_FINDING_MAX) */
     const char *version = n > 0 ? cmps[0].ref_meta.version : "";
-    fprintf(out, "## equiv report%s%s\n\n", version[0] ? " " : "", version);
+    fprintf(out, "## equiv report%s", version[0] ? " " : "");
+    put_text(out, version, 0);
+    fputs("\n\n", out);
     fprintf(out, "How to read this report: README.md, section \"How to read this report\" (every column and bound "
                  "defined).\n\n");
     for (int i = 0; i < n; i++) EQ_TRY(write_comparison(out, &cmps[i], i));
-    fprintf(out, "%s\n", eq_report_summary(cmps, n, summary, sizeof summary));
+    put_text(out, eq_report_summary(cmps, n, summary, sizeof summary), 0);
+    fputc('\n', out);
     if (fflush(out) != 0 || ferror(out)) st = EQ_FAIL(EQ_ERR_IO, "cannot write the Markdown report");
 cleanup:
     return st;

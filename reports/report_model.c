@@ -264,6 +264,33 @@ static eq_status params_line(const eq_renderer *rd, const eq_comparison *c)
     return EQ_OK;
 }
 
+/* The tensors as expected that hold Inf in both runs at the same places, compared as equal there (a
+ * mask's -Inf, or an overflow both runs made): said, not left to the JSON. (NaN in both, or nothing
+ * finite, is NON-FINITE: harness/compare.h.) */
+#define INF_NAMED 8
+static eq_status inf_in_both(const eq_renderer *rd, const eq_comparison *c)
+{
+    int n = 0;
+    for (int i = 0; i < c->count; i++) {
+        const eq_tensor_result *r = &c->results[i];
+        if (!r->as_expected || r->m.inf_ref == 0 || r->observed == EQ_OBS_NONFINITE) continue;
+        if (n == 0) {
+            rd->para_begin(rd);
+            rd->text(rd, "Inf in both runs, at the same places, compared as equal there (a mask's -Inf, or an overflow "
+                         "both runs made): ");
+        }
+        if (n++ >= INF_NAMED) continue;
+        if (n > 1) rd->text(rd, ", ");
+        rd->code(rd, r->path);
+        eq_render_textf(rd, " (%lld of %lld elements)", (long long)r->m.inf_ref, (long long)r->m.count);
+    }
+    if (n == 0) return EQ_OK;
+    if (n > INF_NAMED) eq_render_textf(rd, ", and %d more", n - INF_NAMED);
+    rd->text(rd, ".");
+    rd->para_end(rd);
+    return EQ_OK;
+}
+
 static eq_status plots(const eq_renderer *rd, const eq_comparison *c)
 {
     return rd->plots != NULL ? rd->plots(rd, c) : EQ_OK;
@@ -455,6 +482,7 @@ const eq_report_part eq_report_parts[] = {
     {"runs", EQ_COLUMN_MARKDOWN, runs},
     {"findings", EQ_COLUMN_BOTH, findings},
     {"parameters and inputs", EQ_COLUMN_BOTH, params_line},
+    {"inf in both", EQ_COLUMN_BOTH, inf_in_both},
     {"steps", EQ_COLUMN_BOTH, eq_report_steps_write},
     {"plots", EQ_COLUMN_HTML, plots},
     {"per-layer tables", EQ_COLUMN_BOTH, layer_tables},

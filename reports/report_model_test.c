@@ -83,6 +83,8 @@ static void build(eq_comparison *c)
         add(cap, 1, "out", EQ_ROLE_ACTIVATION, off);
         add(cap, 1, "out_grad", EQ_ROLE_GRAD, 1.0);
         add(cap, 1, "loss", EQ_ROLE_LOSS, 1.0);
+        add(cap, 1, "scores", EQ_ROLE_ACTIVATION, 1.0);
+        eq_tensor_set(&cap->entries[cap->count - 1].tensor, 3, -INFINITY); /* a mask's -Inf in both */
     }
     EQ_EXPECT_OK(eq_capture_add_finding(&test, "rank 1's <shard> & its offset"));
     EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &tol, EQ_EXPECT_WITHIN, c));
@@ -171,7 +173,8 @@ static char *written(eq_status (*writer)(FILE *, const eq_comparison *, int), co
 }
 
 /* Markdown without its markup: "**" and "`" dropped, a table row's cells separated by tabs as
- * "\tcell\tcell\t" (an escaped "\|" within a cell kept as '|'). */
+ * "\tcell\tcell\t" (an escaped "\|" within a cell kept as '|'), every other backslash escape and
+ * the entities "&lt;" and "&amp;" decoded. */
 static void strip_markdown(char *s)
 {
     char *w = s;
@@ -180,7 +183,9 @@ static void strip_markdown(char *s)
         if (p == s || p[-1] == '\n') in_row = *p == '|';
         if (p[0] == '*' && p[1] == '*') p++;
         else if (*p == '`') continue;
-        else if (p[0] == '\\' && p[1] == '|') *w++ = *++p;
+        else if (p[0] == '\\' && p[1] != '\0' && strchr("|\\`[", p[1]) != NULL) *w++ = *++p;
+        else if (strncmp(p, "&lt;", 4) == 0) *w++ = '<', p += 3;
+        else if (strncmp(p, "&amp;", 5) == 0) *w++ = '&', p += 4;
         else *w++ = in_row && *p == '|' ? '\t' : *p;
     }
     *w = '\0';

@@ -405,6 +405,60 @@ static void test_headings(eq_comparison *c)
     c->test_meta = saved;
 }
 
+/* A tensor named like markup and one all NaN in both runs: the Markdown shows the name as it is
+ * (no raw HTML, its '|' no cell boundary, its backtick no end of a code span) and fails the NaN
+ * tensor, saying so, rather than passing it as bit-exact. */
+static void test_markdown_hostile_and_nan(void)
+{
+    static const eq_tolerance tol = {"fp32_1_layer", 1e-3, 1e-3, "seed 002 section 7", EQ_ATOL_ABSOLUTE};
+    const char *hostile = "<script>a|b`c</script>";
+    eq_capture ref, test;
+    eq_comparison c;
+    eq_capture_init(&ref);
+    eq_capture_init(&test);
+    set_meta(&ref, "c<b>|d", 1);
+    set_meta(&test, "c<b>|d", 2);
+    for (int side = 0; side < 2; side++) {
+        eq_capture *cap = side == 0 ? &ref : &test;
+        add(cap, 0, hostile, EQ_ROLE_ACTIVATION, 1.0, side == 0 ? 1.0 : 8.0);
+        add(cap, 1, "nan", EQ_ROLE_ACTIVATION, 2.0, 1.0);
+        eq_tensor *t = &cap->entries[cap->count - 1].tensor;
+        for (int64_t i = 0; i < eq_tensor_numel(t); i++) eq_tensor_set(t, i, NAN);
+    }
+    EQ_EXPECT_OK(eq_compare_captures(&ref, &test, &tol, EQ_EXPECT_WITHIN, &c));
+    eq_judge(&c);
+    eq_capture_free(&ref);
+    eq_capture_free(&test);
+    char *text = NULL, line[512];
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    EQ_EXPECT(f != NULL, "open_memstream");
+    if (f == NULL) return;
+    EQ_EXPECT_OK(eq_report_markdown(f, &c, 1));
+    fclose(f);
+    /* no raw HTML: "<script" only inside a code span, which shows it as text */
+    for (const char *p = strstr(text, "<script"); p != NULL; p = strstr(p + 1, "<script"))
+        EQ_EXPECT(p - text >= 12 && strncmp(p - 12, "``layers/00/", 12) == 0, "raw HTML in the Markdown: '%.40s'",
+                  p > text + 20 ? p - 20 : text);
+    EQ_EXPECT(strstr(text, "<b>") == NULL, "raw HTML in the Markdown");
+    EXPECT_HAS(text, "### c&lt;b>|d fp32 dp1-tp2 vs dp1-tp1 (ring)\n");
+    /* the row: the name's '|' escaped, as many cell boundaries as the header has */
+    const char *row_start = "| **FAIL** | 0 | &lt;script>a\\|b\\`c&lt;/script> | OUTSIDE";
+    find_line(text, row_start, line, sizeof line);
+    EQ_EXPECT(line[0] != '\0', "no row for the hostile name");
+    int bars = 0;
+    for (const char *p = line; *p != '\0'; p++) bars += *p == '|' && (p == line || p[-1] != '\\');
+    EQ_EXPECT(bars == 15, "the row has %d cell boundaries, want 15 (14 columns): %s", bars, line);
+    /* a code span with a backtick inside: fenced by two */
+    EXPECT_HAS(text, "- ``layers/00/<script>a|b`c</script>`` (activation): OUTSIDE");
+    /* NaN in both runs: not as expected, and said */
+    EXPECT_HAS(find_line(text, "| **FAIL** | 1 | nan |", line, sizeof line), "| NON-FINITE (expected within) |");
+    EXPECT_HAS(text, "- `layers/01/nan` (activation): NON-FINITE, expected within: all 64 elements NaN in both runs");
+    EXPECT_HAS(text, "2 NOT as expected (first: c&lt;b>|d fp32 dp1-tp2 layers/00/&lt;script>a|b\\`c&lt;/script>;");
+    free(text);
+    eq_comparison_free(&c);
+}
+
 int main(void)
 {
     eq_comparison cmps[2];
@@ -434,6 +488,7 @@ int main(void)
     EQ_EXPECT(strcmp(eq_report_format_share(0.4161, value, sizeof value), "41.61%") == 0, "'%s'", value);
     EQ_EXPECT(strcmp(eq_report_format_share(1e-5, value, sizeof value), "<0.01%") == 0, "'%s'", value);
     test_markdown(cmps, 2);
+    test_markdown_hostile_and_nan();
     test_json(cmps, 2);
     test_gpu_line(&cmps[1]);
     test_headings(&cmps[0]);

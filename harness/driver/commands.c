@@ -1,5 +1,6 @@
 #include "harness/driver/commands.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,8 +358,11 @@ eq_status eq_cmd_diff(const eq_cli *cli, int *n_unexpected)
     st = eq_report_diff(cli->compare_paths[0], cli->compare_paths[1], &opt, mem, n_unexpected);
     if (fclose(mem) != 0 && st == EQ_OK) st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the diff");
     if (st != EQ_OK) goto cleanup;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
+    /* printed first, so that a comment standard output lost writes no --out either */
+    if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0 || ferror(stdout)) {
+        st = EQ_FAIL(EQ_ERR_IO, "cannot write the diff comment to standard output: %s", strerror(errno));
+        goto cleanup;
+    }
     if (cli->out_dir != NULL) {
         char path[4400];
         EQ_TRY(eq_out_open(&out, cli->out_dir));
@@ -481,6 +485,15 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
         fclose(probe);
         EQ_TRY(eq_case_load(case_path, kase));
         known_case = 1;
+    }
+    /* A declared dtype must agree with the data (harness/run_load.h), but where a case of a model
+     * that keeps tensors wider than its dtype names the tolerances (models/model.h). */
+    const eq_model *model = NULL;
+    if (known_case && eq_model_find(kase->model, &model) != EQ_OK) eq_error_clear(); /* load checked it */
+    if (model == NULL || !model->stores_wider) {
+        EQ_TRY(eq_run_check_dtype(&ref, cli->compare_paths[0]));
+        EQ_TRY(eq_run_check_dtype(&test, cli->compare_paths[1]));
+        if (cli->truth_path != NULL) EQ_TRY(eq_run_check_dtype(&truth, cli->truth_path));
     }
     EQ_TRY(compare_tolerances(cli, &paths, table, kase, known_case, ref.meta.dtype, &tol, &grad_tol));
     eq_expect expect = EQ_EXPECT_WITHIN;

@@ -1,5 +1,6 @@
 /* equiv: the command line. Only this file picks exit codes: 0 as expected, 1 a comparison not as
  * expected, 2 a usage or input error (one line on standard error). */
+#include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,15 @@ static void keep_freed_blocks(void)
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
+/* Standard output written out: what was printed but never reached its file (a full disk,
+ * `> /dev/full`, a closed pipe's EPIPE) is an error, not exit 0 with the report lost. */
+static eq_status finish_stdout(void)
+{
+    if (fflush(stdout) != 0) return EQ_FAIL(EQ_ERR_IO, "cannot write to standard output: %s", strerror(errno));
+    if (ferror(stdout)) return EQ_FAIL(EQ_ERR_IO, "cannot write to standard output (a write to it failed)");
+    return EQ_OK;
+}
+
 int main(int argc, char **argv)
 {
     keep_freed_blocks();
@@ -61,6 +71,7 @@ int main(int argc, char **argv)
         case EQ_CMD_BENCH: st = eq_cmd_bench(&cli); break;
         }
     }
+    if (st == EQ_OK) st = finish_stdout();
     if (st == EQ_OK) st = eq_phase_times_finish();
     if (st != EQ_OK) {
         if (!prints_errors(&cli)) return eq_status_exit_code(st);
