@@ -221,7 +221,13 @@ static eq_status parse_value(eq_cli *cli, option_id id, const char *val)
     long long v = 0;
     eq_status st = EQ_OK;
     switch (id) {
-    case OPT_CASE: cli->case_name = val; break;
+    case OPT_CASE:
+        /* a file name in the cases folder (harness/case_file.h): said here, before it is taken for a path */
+        if (strlen(val) >= EQ_CASE_KEY_MAX)
+            st = EQ_FAIL(EQ_ERR_USAGE, "--case: a case name of %zu characters is longer than %d characters "
+                         "('%.20s...')", strlen(val), EQ_CASE_KEY_MAX - 1, val);
+        cli->case_name = val;
+        break;
     case OPT_SIZE: cli->size = val; break;
     case OPT_TP:
     case OPT_DP:
