@@ -3,7 +3,8 @@
 # standard error ("equiv: error: ... MESSAGE-PART ..."), nothing on standard output, and no file
 # left in its output folder.
 #   expect_error.sh EQUIV KIND MESSAGE-PART -- ARGS... [';' KIND MESSAGE-PART -- ARGS...]...
-# ARGS may use @OUT@ for a fresh, empty folder and @WORK@ for a scratch folder. Each kind gets an
+# ARGS may use @OUT@ for a fresh, empty folder and @WORK@ for a scratch folder, and may start with
+# NAME=VALUE words, set in the environment of that run only (as a shell's prefix). Each kind gets an
 # 'ok: KIND: the line' or 'FAIL: KIND: why' line; every kind is run, also after a failure. Exit
 # status 1 if any failed, 2 for a kind without its '--'. The checks use bash itself, not a process
 # each: many kinds are run in one test (cases/bad_input/meson.build).
@@ -19,13 +20,18 @@ check_one() { # KIND PART ARGS...
     local kind=$1 part=$2
     shift 2
     n=$((n + 1))
-    local out="$work/out$n" scratch="$work/work$n" a args=() why=()
+    local out="$work/out$n" scratch="$work/work$n" a args=() why=() envs=()
     mkdir "$out" "$scratch"
+    while [ $# -gt 0 ] && [[ $1 =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do
+        envs+=("$1")
+        shift
+    done
     for a in "$@"; do
         a=${a//@OUT@/$out}
         args+=("${a//@WORK@/$scratch}")
     done
-    "$equiv" "${args[@]}" >"$work/stdout" 2>"$work/stderr"
+    if [ ${#envs[@]} -eq 0 ]; then "$equiv" "${args[@]}" >"$work/stdout" 2>"$work/stderr"
+    else env "${envs[@]}" "$equiv" "${args[@]}" >"$work/stdout" 2>"$work/stderr"; fi
     local status=$? err="" newlines lines left
     IFS= read -r -d '' err <"$work/stderr"
     newlines=${err//[!$'\n']/}

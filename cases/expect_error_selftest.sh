@@ -2,7 +2,7 @@
 # expect_error.sh catches each broken promise: a stand-in for equiv that breaks one (exit status 1,
 # two lines, no newline, no 'equiv: error: ' prefix, another message, output on stdout, a file left
 # in the output folder) must fail its kind, a kind that keeps them all must pass, and a failing
-# kind fails the run though a passing one follows.
+# kind fails the run though a passing one follows. A NAME=VALUE prefix reaches that run only.
 #   expect_error_selftest.sh EXPECT_ERROR
 set -u
 expect_error=$1
@@ -18,6 +18,8 @@ no_newline) printf 'equiv: error: the bad thing' >&2; exit 2 ;;
 no_prefix) echo "error: the bad thing" >&2; exit 2 ;;
 stdout) echo "a report"; echo "equiv: error: the bad thing" >&2; exit 2 ;;
 file_left) touch "$2/.partial"; echo "equiv: error: the bad thing" >&2; exit 2 ;;
+env_seen) [ "${EQ_SELFTEST_VAR:-}" = "a b" ] && { echo "equiv: error: the bad thing" >&2; exit 2; }
+          echo "equiv: error: no EQ_SELFTEST_VAR" >&2; exit 2 ;;
 esac
 FAKE
 chmod +x "$work/equiv"
@@ -32,4 +34,8 @@ for broken in status1 two_lines no_newline no_prefix stdout file_left; do
 done
 bash "$expect_error" "$work/equiv" wrong "another message" -- keeps ';' right "the bad thing" -- keeps >/dev/null &&
     { echo "FAIL: a wrong message followed by a right one passed"; fail=1; }
+bash "$expect_error" "$work/equiv" env "the bad thing" -- "EQ_SELFTEST_VAR=a b" env_seen @OUT@ >/dev/null ||
+    { echo "FAIL: a NAME=VALUE prefix did not reach the run"; fail=1; }
+bash "$expect_error" "$work/equiv" env "the bad thing" -- "EQ_SELFTEST_VAR=a b" keeps ';' without "the bad thing" -- \
+    env_seen @OUT@ >/dev/null && { echo "FAIL: a NAME=VALUE prefix reached the next kind"; fail=1; }
 exit $fail

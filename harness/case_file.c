@@ -189,6 +189,7 @@ static int parse_size_key(parse_state *ps, const char *size_name, const char *na
     eq_size_param *p = &s->params[s->count];
     if (!copy_key(p->key, name, ps, "size key")) return 0;
     p->value = v;
+    p->line = ps->r.line;
     s->count++;
     return 1;
 }

@@ -50,6 +50,7 @@
 typedef struct {
     char key[EQ_CASE_KEY_MAX];
     int64_t value;
+    int line; /* of the case file, for error messages */
 } eq_size_param;
 
 typedef struct {

@@ -116,6 +116,49 @@ static void test_sizes_that_overflow(void)
     }
 }
 
+/* Every model names the [size.NAME] keys it reads (models/model.h: size_keys); a case file's other
+ * keys, in any of its sizes, are refused at their line, and the numerics keys only where the model
+ * follows numerics. */
+static void test_size_keys(void)
+{
+    for (int m = 0; eq_models[m] != NULL; m++)
+        EQ_EXPECT(eq_models[m]->size_keys != NULL && eq_models[m]->size_keys[0] != NULL, "model %s names no size keys",
+                  eq_models[m]->name);
+    static const struct {
+        const char *name, *text, *part;
+    } refused[] = {
+        {"key_typo", "[case]\nmodel = gpt\ndtypes = fp32\nlayouts = dp1-tp1\n[size.ci]\nseq = 4\nbatch = 2\n"
+                     "hidden = 8\nheads = 2\nffn = 8\nlayers = 1\nmegatron_int = 1\n[tolerance]\nfp32 = fp32_1_layer\n",
+         "key_typo.ini:12: unknown key 'megatron_int' in [size.ci] (model gpt reads: seq, batch, hidden, heads, ffn, "
+         "layers, lean_capture, megatron_init, tf32)"},
+        {"key_numerics", GOOD_HEAD GOOD_SIZE "tf32 = 1\n" GOOD_TOL,
+         "key_numerics.ini:10: unknown key 'tf32' in [size.ci] (model row_parallel reads: seq, batch, in_features, "
+         "out_features)"},
+        {"key_other_size", GOOD_HEAD GOOD_SIZE "[size.docs]\nseq = 4\nbatch = 2\nin_features = 8\nout_features = 4\n"
+                           "foo = 1\n" GOOD_TOL,
+         "key_other_size.ini:15: unknown key 'foo' in [size.docs]"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        eq_case c;
+        eq_run_spec spec;
+        EQ_EXPECT_OK(eq_case_load(write_case(refused[i].name, refused[i].text), &c));
+        eq_status st = eq_run_spec_init(&spec, &c, "ci");
+        EQ_EXPECT(st == EQ_ERR_INPUT && strstr(eq_error_message(), refused[i].part) != NULL, "%s: status %s: %s",
+                  refused[i].name, eq_status_name(st), eq_error_message());
+        eq_error_clear();
+    }
+    /* gpt's optional keys are its own */
+    eq_case c;
+    eq_run_spec spec;
+    EQ_EXPECT_OK(eq_case_load(write_case("key_optional", "[case]\nmodel = gpt\ndtypes = fp32\nlayouts = dp1-tp1\n"
+                                         "[size.ci]\nseq = 4\nbatch = 2\nhidden = 8\nheads = 2\nffn = 8\n"
+                                         "layers = 1\nmegatron_init = 1\ntf32 = 1\nlean_capture = 1\n"
+                                         "[tolerance]\nfp32 = fp32_1_layer\n"),
+                              &c));
+    EQ_EXPECT_OK(eq_run_spec_init(&spec, &c, "ci"));
+    EQ_EXPECT(spec.step.numerics == EQ_NUMERICS_MEGATRON_TF32, "numerics %d", (int)spec.step.numerics);
+}
+
 /* Any number of cases: each loads by name whatever the directory order, and a listing that
  * cannot hold them all says so instead of leaving some out. */
 static void test_many_cases(void)
@@ -382,6 +425,7 @@ int main(void)
 
     test_many_cases();
     test_sizes_that_overflow();
+    test_size_keys();
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", temp_dir);

@@ -12,6 +12,7 @@
 
 #include "harness/equiv_revision.h"
 #include "harness/base/atomic_file.h"
+#include "harness/base/env.h"
 #include "harness/h5util.h"
 #include "harness/run_cell.h"
 
@@ -56,12 +57,8 @@ void eq_dump_set_command(int argc, char *const *argv)
 static void utc_now(char *buf, size_t len)
 {
     time_t now = time(NULL);
-    const char *fixed = getenv("SOURCE_DATE_EPOCH");
-    if (fixed != NULL && *fixed) {
-        char *end = NULL;
-        long long v = strtoll(fixed, &end, 10);
-        if (*end == '\0' && v >= 0) now = (time_t)v;
-    }
+    double fixed = 0.0;
+    if (eq_env_number(EQ_ENV_SOURCE_DATE_EPOCH, &fixed)) now = (time_t)fixed; /* 0..253402300799: harness/base/env.h */
     struct tm tm;
     if (gmtime_r(&now, &tm) == NULL || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) snprintf(buf, len, "unknown");
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/base/env.h"
 #include "harness/dump.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -203,12 +204,10 @@ static int get_capture(reader *r, eq_capture *out)
     return 0;
 }
 
-static double env_number(const char *name, double fallback)
+static double env_number(eq_env_setting setting, double fallback)
 {
-    const char *text = getenv(name);
-    char *end = NULL;
-    double v = text ? strtod(text, &end) : 0.0;
-    return text && end != text && *end == '\0' && v > 0.0 && v < 1e9 ? v : fallback;
+    double v = 0.0;
+    return eq_env_number(setting, &v) ? v : fallback;
 }
 
 /* The child's error as this process's pending error, at the child's place ("harness/x.c:42"). */
@@ -234,8 +233,8 @@ eq_status eq_dump_read_isolated(const char *path, eq_capture *out)
     }
     if (!S_ISREG(sb.st_mode)) return EQ_FAIL(EQ_ERR_INPUT, "%s is not a regular file (a dump is an HDF5 file)", path);
     const double mb = (double)sb.st_size / (1 << 20);
-    const double timeout_s = env_number("EQUIV_READ_TIMEOUT_S", 30.0 + mb / 10.0);
-    const double memory_mb = env_number("EQUIV_READ_MEMORY_MB", 1024.0 + 8.0 * mb);
+    const double timeout_s = env_number(EQ_ENV_READ_TIMEOUT_S, 30.0 + mb / 10.0);
+    const double memory_mb = env_number(EQ_ENV_READ_MEMORY_MB, 1024.0 + 8.0 * mb);
 
     int fds[2];
     if (pipe(fds) != 0) return EQ_FAIL(EQ_ERR_IO, "cannot read %s: no pipe to a reader process: %s", path, strerror(errno));

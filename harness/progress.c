@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/base/env.h"
+
 #define PREFIX "equiv progress: " /* LINES; a terminal's line goes without it */
 #define DEFAULT_DELAY_S 2.0
 #define CHANGE_GAP_S 1.0 /* LINES: a phase change waits this long after the last line */
@@ -65,10 +67,8 @@ void eq_progress_init(eq_progress *p, FILE *out, eq_progress_mode mode, eq_progr
     p->clock = clock != NULL ? clock : monotonic_seconds;
     p->clock_ctx = clock_ctx;
     p->delay = DEFAULT_DELAY_S;
-    const char *text = getenv("EQUIV_PROGRESS_AFTER_S");
-    char *end = NULL;
-    double v = text ? strtod(text, &end) : -1.0;
-    if (text && end != text && *end == '\0' && v >= 0.0 && v < 1e9) p->delay = v;
+    double v = 0.0;
+    if (eq_env_number(EQ_ENV_PROGRESS_AFTER_S, &v)) p->delay = v;
     p->line_interval = 5.0;
     p->redraw_interval = 0.25;
     p->width = mode == EQ_PROGRESS_TTY ? terminal_width(out) : 0;

@@ -14,6 +14,7 @@
 
 #include "equiv_config.h"
 #include "harness/base/bf16.h"
+#include "harness/base/env.h"
 #include "harness/base/openblas.h"
 #include "harness/base/parallel.h"
 #include "harness/base/phase_time.h"
@@ -33,7 +34,7 @@ static eq_status choose_kernel(eq_dtype dt)
     if (*k == KERNEL_UNCHOSEN) {
         const eq_status opened = eq_openblas_open();
         if (opened != EQ_OK) return opened;
-        const char *forced = getenv("EQUIV_CPU_GEMM");
+        const char *forced = eq_env_word(EQ_ENV_CPU_GEMM); /* ordered, blas, padded or NULL */
         eq_openblas.set_num_threads(1); /* see threaded_gemm() */
         if (forced != NULL && strcmp(forced, "ordered") == 0) *k = KERNEL_ORDERED;
         else if (forced != NULL && (strcmp(forced, "blas") == 0 || strcmp(forced, "padded") == 0)) *k = KERNEL_BLAS;
@@ -249,7 +250,7 @@ static const char *kernel_name(eq_dtype dt)
     if (kernel_for[dt == EQ_FP64] == KERNEL_BLAS)
         return eq_gemm_blas_small_in_use(dt) ? "OpenBLAS (small GEMMs: fma kernel, probed)"
                                              : "OpenBLAS (small GEMMs padded)";
-    return getenv("EQUIV_CPU_GEMM") ? "ordered C (EQUIV_CPU_GEMM)" : "ordered C (OpenBLAS failed the shape probe)";
+    return eq_env_word(EQ_ENV_CPU_GEMM) ? "ordered C (EQUIV_CPU_GEMM)" : "ordered C (OpenBLAS failed the shape probe)";
 }
 
 static const char *cpu_describe(char *buf, size_t len)

@@ -35,15 +35,17 @@
 #include "models/ops.h"
 #include "models/parallel_linear.h"
 
+/* The case's sizes (models/models.h: EQ_SIZE_READ): member, key. lean_capture = 1 (optional):
+ * of the activations, each block's output only (gpt_run_step). */
+#define GPT_SIZES(X) \
+    X(seq, "seq") X(batch, "batch") X(hidden, "hidden") X(heads, "heads") X(ffn, "ffn") X(layers, "layers")
+#define LEAN_CAPTURE_KEY "lean_capture"
+static const char *const gpt_size_keys[] = {GPT_SIZES(EQ_SIZE_NAME) LEAN_CAPTURE_KEY, NULL};
+
 static eq_status read_sizes(const eq_step *step, gpt_sizes *z)
 {
     eq_status st = EQ_OK;
-    EQ_TRY(eq_size_get(step->size, "seq", &z->seq));
-    EQ_TRY(eq_size_get(step->size, "batch", &z->batch));
-    EQ_TRY(eq_size_get(step->size, "hidden", &z->hidden));
-    EQ_TRY(eq_size_get(step->size, "heads", &z->heads));
-    EQ_TRY(eq_size_get(step->size, "ffn", &z->ffn));
-    EQ_TRY(eq_size_get(step->size, "layers", &z->layers));
+    GPT_SIZES(EQ_SIZE_READ)
     z->megatron_init = step->numerics != EQ_NUMERICS_EQUIV;
     if (z->hidden % z->heads != 0 || z->layers > 99) {
         st = EQ_FAIL(EQ_ERR_INPUT, "case file %s: gpt needs heads | hidden and at most 99 layers (heads=%lld, "
@@ -493,7 +495,7 @@ static eq_status gpt_run_step(const eq_step *step, eq_capture *cap)
     const int n = dp_group.n_local;
     run.replicas = n;
     EQ_TRY(read_sizes(step, &run.z));
-    run.capture_all = eq_size_get_or(step->size, "lean_capture", 0) == 0;
+    run.capture_all = eq_size_get_or(step->size, LEAN_CAPTURE_KEY, 0) == 0;
     const gpt_sizes *z = &run.z;
     const int L = (int)z->layers;
     run.params = calloc((size_t)L, sizeof *run.params);
@@ -558,4 +560,6 @@ const eq_model eq_model_gpt = {
     .gemm_sites = gpt_sites,
     .multi_process = 1,
     .trains = 1,
+    .size_keys = gpt_size_keys,
+    .numerics = 1,
 };

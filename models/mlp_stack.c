@@ -28,6 +28,10 @@ typedef struct {
     int64_t seq, batch, hidden, ffn, layers;
 } mlp_sizes;
 
+/* The case's sizes (models/models.h: EQ_SIZE_READ): member, key. */
+#define MLP_STACK_SIZES(X) X(seq, "seq") X(batch, "batch") X(hidden, "hidden") X(ffn, "ffn") X(layers, "layers")
+static const char *const mlp_size_keys[] = {MLP_STACK_SIZES(EQ_SIZE_NAME) NULL};
+
 /* The per-layer parameters: field, rows, cols, fan-in (init std = 1/sqrt(fan-in)). One table:
  * struct fields, shapes, init and capture names all come from it. */
 #define MLP_STACK_PARAMS(X)                  \
@@ -43,11 +47,7 @@ typedef struct {
 static eq_status read_sizes(const eq_step *step, mlp_sizes *z)
 {
     eq_status st = EQ_OK;
-    EQ_TRY(eq_size_get(step->size, "seq", &z->seq));
-    EQ_TRY(eq_size_get(step->size, "batch", &z->batch));
-    EQ_TRY(eq_size_get(step->size, "hidden", &z->hidden));
-    EQ_TRY(eq_size_get(step->size, "ffn", &z->ffn));
-    EQ_TRY(eq_size_get(step->size, "layers", &z->layers));
+    MLP_STACK_SIZES(EQ_SIZE_READ)
     EQ_TRY(eq_check_divides("batch", z->batch, "dp", step->layout.dp));
     EQ_TRY(eq_check_divides("ffn", z->ffn, "tp", step->layout.tp));
     if (z->layers > 100) {
@@ -192,4 +192,5 @@ const eq_model eq_model_mlp_stack = {
     .run = mlp_run,
     .gemm_sites = mlp_sites,
     .multi_process = 1,
+    .size_keys = mlp_size_keys,
 };

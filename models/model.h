@@ -76,7 +76,7 @@ typedef struct {
     eq_grad_convention grads;   /* how data-parallel gradients are normalised and reduced */
     unsigned bugs;              /* eq_bug flags injected into this run */
     int forward_only;           /* skip the backward (models without one ignore it) */
-    eq_numerics numerics;       /* --numerics, else the size's `numerics = N` (gpt; others ignore it) */
+    eq_numerics numerics;       /* --numerics, else the size's keys (models with eq_model.numerics) */
     const eq_world *world;      /* NULL: every rank in this process (sim); else this process's ranks */
     eq_progress *progress;      /* where the step reports its phases (harness/progress.h); NULL: nobody */
     /* A many-step run (--steps N, harness/driver/train.h), for a model that trains (eq_model.trains):
@@ -126,7 +126,23 @@ typedef struct {
      * dump of such a model's case at its word: the case's tolerance entries for the dtype are at the
      * precision stored. 0: the declared dtype must agree with the data (harness/run_load.h). */
     int stores_wider;
+    /* Every key of a [size.NAME] section it reads, NULL-terminated: the names of the table it reads
+     * them by (models/models.h: EQ_SIZE_READ, EQ_SIZE_NAME), and the optional keys it reads with
+     * eq_size_get_or. A case file's other keys are refused (eq_model_check_case). */
+    const char *const *size_keys;
+    /* 1: follows step->numerics (--numerics, and the size keys megatron_init and tf32); 0: its
+     * cases refuse --numerics and those keys. */
+    int numerics;
 } eq_model;
+
+/* EQ_ERR_USAGE unless model is one that every bug in `bugs` (eq_bug flags) is planted in: the bug
+ * table (models/models.c) names each bug's models. */
+eq_status eq_model_check_bugs(const eq_model *model, unsigned bugs);
+
+/* EQ_ERR_INPUT naming the case file, the line and the key for a key of one of kase's [size.NAME]
+ * sections that model does not read (a typo such as megatron_int would otherwise be dropped
+ * without a word, and land in the dump's /config as if it had been applied). */
+eq_status eq_model_check_case(const eq_model *model, const eq_case *kase);
 
 /* The model named `name`, or EQ_ERR_INPUT listing the known ones. */
 eq_status eq_model_find(const char *name, const eq_model **out);

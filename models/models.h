@@ -11,6 +11,13 @@ extern const eq_model eq_model_gpt;
 extern const eq_model eq_model_spd;
 extern const eq_model eq_model_probe;
 
+/* A model's [size.NAME] keys are one table, X(member of its sizes struct, "key"), from which it
+ * reads them (EQ_SIZE_READ, in a function with `st`, `step`, a sizes pointer `z` and a cleanup
+ * label) and names them for eq_model.size_keys (EQ_SIZE_NAME), so that the keys a case file may
+ * hold are the ones the model reads. */
+#define EQ_SIZE_READ(member, key) EQ_TRY(eq_size_get(step->size, key, &z->member));
+#define EQ_SIZE_NAME(member, key) key,
+
 /* EQ_ERR_USAGE "<layout_name>=<parts> does not divide <size_name>=<value>" unless it does. */
 eq_status eq_check_divides(const char *size_name, int64_t value, const char *layout_name, int parts);
 

@@ -48,8 +48,11 @@
 #include "models/models.h"
 #include "models/probe_run.h"
 
-#define PROBE_BUGS (EQ_BUG_LOCAL_COUNT | EQ_BUG_DDP_SYNC | EQ_BUG_RANK_SAMPLING | EQ_BUG_VAR_FP32 | \
-                    EQ_BUG_BARS_DOT_ONE_RANK)
+/* The case's sizes (models/models.h: EQ_SIZE_READ): member, key. */
+#define PROBE_SIZES(X)                                                                                      \
+    X(lm.vocab, "vocab") X(lm.seq, "seq") X(lm.hidden, "hidden") X(lm.heads, "heads") X(lm.ffn, "ffn")     \
+    X(lm.layers, "layers") X(dataset, "dataset") X(batch_e, "batch_e") X(batch_u, "batch_u")
+static const char *const probe_size_keys[] = {PROBE_SIZES(EQ_SIZE_NAME) NULL};
 /* The U step's learning rate: small enough that the importance weights stay O(1). */
 #define PROBE_LR 0.05
 
@@ -57,15 +60,7 @@ static eq_status read_sizes(const eq_step *step, probe_sizes *z)
 {
     eq_status st = EQ_OK;
     const char *path = step->size->case_path;
-    EQ_TRY(eq_size_get(step->size, "vocab", &z->lm.vocab));
-    EQ_TRY(eq_size_get(step->size, "seq", &z->lm.seq));
-    EQ_TRY(eq_size_get(step->size, "hidden", &z->lm.hidden));
-    EQ_TRY(eq_size_get(step->size, "heads", &z->lm.heads));
-    EQ_TRY(eq_size_get(step->size, "ffn", &z->lm.ffn));
-    EQ_TRY(eq_size_get(step->size, "layers", &z->lm.layers));
-    EQ_TRY(eq_size_get(step->size, "dataset", &z->dataset));
-    EQ_TRY(eq_size_get(step->size, "batch_e", &z->batch_e));
-    EQ_TRY(eq_size_get(step->size, "batch_u", &z->batch_u));
+    PROBE_SIZES(EQ_SIZE_READ)
     if (z->lm.hidden % z->lm.heads != 0 || z->lm.layers > PROBE_LM_MAX_LAYERS || z->lm.seq < 2) {
         st = EQ_FAIL(EQ_ERR_INPUT, "case file %s: probe needs heads | hidden, seq >= 2 and at most %d layers "
                      "(heads=%lld, hidden=%lld, seq=%lld, layers=%lld)", path, PROBE_LM_MAX_LAYERS,
@@ -101,11 +96,6 @@ static eq_status read_sizes(const eq_step *step, probe_sizes *z)
     if (step->grads != EQ_GRAD_AVG) {
         st = EQ_FAIL(EQ_ERR_USAGE, "--grads does not apply to probe: its reductions are seed 004's (SUM of buffers "
                      "and counts, then division by the global count)");
-        goto cleanup;
-    }
-    if (step->bugs & ~(unsigned)PROBE_BUGS) {
-        st = EQ_FAIL(EQ_ERR_USAGE, "probe takes --inject local_count, ddp_sync, rank_sampling, var_fp32 or "
-                     "bars_dot_one_rank only");
         goto cleanup;
     }
 cleanup:
@@ -575,4 +565,5 @@ const eq_model eq_model_probe = {
     .run = probe_run_step,
     .multi_process = 1,
     .stores_wider = 1, /* fp32 buffers and fp64 scalars in bf16 runs (cases/probe.ini's tolerances) */
+    .size_keys = probe_size_keys,
 };

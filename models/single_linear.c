@@ -22,15 +22,16 @@ typedef struct {
     int64_t seq, batch, in_features, out_features;
 } linear_sizes;
 
+/* The case's sizes (models/models.h: EQ_SIZE_READ): member, key. */
+#define LINEAR_SIZES(X) X(seq, "seq") X(batch, "batch") X(in_features, "in_features") X(out_features, "out_features")
+static const char *const linear_size_keys[] = {LINEAR_SIZES(EQ_SIZE_NAME) NULL};
+
 typedef enum { SPLIT_OUTPUT, SPLIT_INPUT } linear_split;
 
 static eq_status read_sizes(const eq_step *step, linear_split split, linear_sizes *z)
 {
     eq_status st = EQ_OK;
-    EQ_TRY(eq_size_get(step->size, "seq", &z->seq));
-    EQ_TRY(eq_size_get(step->size, "batch", &z->batch));
-    EQ_TRY(eq_size_get(step->size, "in_features", &z->in_features));
-    EQ_TRY(eq_size_get(step->size, "out_features", &z->out_features));
+    LINEAR_SIZES(EQ_SIZE_READ)
     EQ_TRY(eq_check_divides("batch", z->batch, "dp", step->layout.dp));
     if (split == SPLIT_OUTPUT) EQ_TRY(eq_check_divides("out_features", z->out_features, "tp", step->layout.tp));
     if (split == SPLIT_INPUT) EQ_TRY(eq_check_divides("in_features", z->in_features, "tp", step->layout.tp));
@@ -134,6 +135,7 @@ const eq_model eq_model_column_parallel = {
     .run = column_run,
     .gemm_sites = column_sites,
     .multi_process = 1,
+    .size_keys = linear_size_keys,
 };
 
 const eq_model eq_model_row_parallel = {
@@ -143,4 +145,5 @@ const eq_model eq_model_row_parallel = {
     .run = row_run,
     .gemm_sites = row_sites,
     .multi_process = 1,
+    .size_keys = linear_size_keys,
 };

@@ -40,19 +40,16 @@
  * imp_min_no_world_size would land on tensors avg already expects to differ (the stand-in). */
 #define SPD_SUM_ONLY_BUGS (EQ_BUG_CI_GRAD_AVG | EQ_BUG_FAITH_EVERY_RANK | EQ_BUG_LOCAL_COUNT | EQ_BUG_IMP_MIN_NO_WS)
 
+/* The case's sizes (models/models.h: EQ_SIZE_READ): member, key. */
+#define SPD_SIZES(X)                                                                                           \
+    X(batch, "batch") X(seq, "seq") X(d_model, "d_model") X(d_mlp, "d_mlp") X(layers, "layers") X(c_fc, "c_fc") \
+    X(c_down, "c_down") X(ci_hidden, "ci_hidden") X(step, "step") X(steps, "steps")
+static const char *const spd_size_keys[] = {SPD_SIZES(EQ_SIZE_NAME) NULL};
+
 static eq_status read_sizes(const eq_step *step, spd_sizes *z)
 {
     eq_status st = EQ_OK;
-    EQ_TRY(eq_size_get(step->size, "batch", &z->batch));
-    EQ_TRY(eq_size_get(step->size, "seq", &z->seq));
-    EQ_TRY(eq_size_get(step->size, "d_model", &z->d_model));
-    EQ_TRY(eq_size_get(step->size, "d_mlp", &z->d_mlp));
-    EQ_TRY(eq_size_get(step->size, "layers", &z->layers));
-    EQ_TRY(eq_size_get(step->size, "c_fc", &z->c_fc));
-    EQ_TRY(eq_size_get(step->size, "c_down", &z->c_down));
-    EQ_TRY(eq_size_get(step->size, "ci_hidden", &z->ci_hidden));
-    EQ_TRY(eq_size_get(step->size, "step", &z->step));
-    EQ_TRY(eq_size_get(step->size, "steps", &z->steps));
+    SPD_SIZES(EQ_SIZE_READ)
     if (2 * z->layers > SPD_MAX_SITES) {
         st = EQ_FAIL(EQ_ERR_INPUT, "case file %s: spd takes at most %d layers (layers=%lld)", step->size->case_path,
                      SPD_MAX_SITES / 2, (long long)z->layers);
@@ -591,4 +588,5 @@ const eq_model eq_model_spd = {
     .multi_process = 1,
     /* every element is an fp64 sum rounded once (models/spd_ops.h), computed on the host */
     .host_only = 1,
+    .size_keys = spd_size_keys,
 };

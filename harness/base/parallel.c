@@ -5,14 +5,16 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "harness/base/env.h"
+
 #define MAX_WORKERS 16
 
 int eq_parallel_workers(void)
 {
     static int workers = 0; /* read once; a data race only if first calls race, and they agree */
     if (workers == 0) {
-        const char *env = getenv("EQUIV_THREADS");
-        long n = env != NULL ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+        double threads = 0.0;
+        long n = eq_env_number(EQ_ENV_THREADS, &threads) ? (long)threads : sysconf(_SC_NPROCESSORS_ONLN);
         workers = n < 1 ? 1 : n > MAX_WORKERS ? MAX_WORKERS : (int)n;
     }
     return workers;

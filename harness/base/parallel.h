@@ -19,7 +19,8 @@ typedef void (*eq_range_fn)(void *ctx, int64_t begin, int64_t end);
  * slot per call, so a caller can hand each worker its own scratch. */
 typedef void (*eq_slot_range_fn)(void *ctx, int slot, int64_t begin, int64_t end);
 
-/* Workers equiv uses at most: the online cores, capped at 16, or EQUIV_THREADS when set (>= 1). */
+/* Workers equiv uses at most: the online cores, or EQUIV_THREADS when set (1..1024; harness/base/env.h),
+ * capped at 16. */
 int eq_parallel_workers(void);
 
 /* Runs fn over [0, n) in at most eq_parallel_workers() contiguous ranges of at least `grain`

@@ -21,7 +21,8 @@ typedef enum {
     EQ_ERR_INTERNAL, /* a broken invariant: a bug in equiv */
 } eq_status;
 
-/* Records the message (printf-style) with file:line unless an error is already pending, and
+/* Records the message (printf-style; control characters escaped, "\n" for a newline, so that it is
+ * one line whatever names it quotes) with file:line unless an error is already pending, and
  * returns `st` so that `return EQ_FAIL(...)` and `st = EQ_FAIL(...)` both read naturally. */
 eq_status eq_fail(eq_status st, const char *file, int line, const char *fmt, ...)
 #if defined(__GNUC__)

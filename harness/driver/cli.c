@@ -43,11 +43,12 @@ void eq_cli_print_help(void)
            "  --size S           ci (default, seconds) or docs (the source documents' shapes)\n"
            "  --seed N           seed of the counter-based RNG (default " EQ_SEED_DEFAULT_TEXT ")\n"
            "  --grads C          data-parallel gradient convention: avg (DDP, default) or sum\n"
-           "  --numerics N       gpt: equiv (its own init), megatron (Megatron-Core's init: N(0, 0.02),\n"
+           "  --numerics N       gpt only: equiv (its own init), megatron (Megatron-Core's init: N(0, 0.02),\n"
            "                     output layers / sqrt(2 layers)), megatron_tf32 (and fp32 GEMMs in TF32);\n"
            "                     default: the size's megatron_init and tf32 keys\n"
-           "  --inject BUG       plant a bug in the layout's run (not the reference), to see it caught:\n"
-           "                     skip_allreduce, shard_offset, grad_avg_twice (gpt, linears);\n"
+           "  --inject BUG       plant a bug in the layout's run (not the reference), to see it caught; a\n"
+           "                     case takes its model's bugs only: skip_allreduce (row_parallel, mlp_stack,\n"
+           "                     gpt), shard_offset (column_parallel, mlp_stack, gpt), grad_avg_twice (gpt);\n"
            "                     ci_grad_avg, faith_every_rank, local_count, imp_min_no_world_size\n"
            "                     (spd, with --grads sum); local_count, ddp_sync, rank_sampling,\n"
            "                     var_fp32, bars_dot_one_rank (probe); repeatable\n"
@@ -86,7 +87,8 @@ void eq_cli_print_help(void)
            "  -v, --verbose      progress lines on standard error when it is not a terminal (on a\n"
            "                     terminal one progress line is redrawn in place without -v)\n"
            "An option given to a command that does not take it, or given twice (but --inject), is an\n"
-           "error. matrix also takes --size, --algo, --seed, --dtype; golden --update and --case.\n"
+           "error, and so is --numerics or --inject that the case's model does not apply. matrix also\n"
+           "takes --size, --algo, --seed, --dtype; golden --update and --case.\n"
            "\n"
            "exit status: 0 every comparison as expected, 1 some comparison not as expected,\n"
            "             2 usage or input error (one line on standard error, no output files)\n",
@@ -221,7 +223,13 @@ static eq_status parse_value(eq_cli *cli, option_id id, const char *val)
     long long v = 0;
     eq_status st = EQ_OK;
     switch (id) {
-    case OPT_CASE: cli->case_name = val; break;
+    case OPT_CASE:
+        /* a file name in the cases folder (harness/case_file.h): said here, before it is taken for a path */
+        if (strlen(val) >= EQ_CASE_KEY_MAX)
+            st = EQ_FAIL(EQ_ERR_USAGE, "--case: a case name of %zu characters is longer than %d characters "
+                         "('%.20s...')", strlen(val), EQ_CASE_KEY_MAX - 1, val);
+        cli->case_name = val;
+        break;
     case OPT_SIZE: cli->size = val; break;
     case OPT_TP:
     case OPT_DP:
@@ -334,6 +342,13 @@ static void set_flag(eq_cli *cli, option_id id)
     }
 }
 
+static int is_command_word(const char *word)
+{
+    for (int c = 0; c < (int)(sizeof command_names / sizeof command_names[0]); c++)
+        if (command_names[c] != NULL && strcmp(word, command_names[c]) == 0) return 1;
+    return 0;
+}
+
 /* The command the positional arguments name (and its operands), or an error. */
 static eq_status pick_command(eq_cli *cli, const char *const *positional, int n_positional, int list_flag)
 {
@@ -430,8 +445,13 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
         if (st != EQ_OK) return st;
         if (compare_truth) cli->truth_path = val;
     }
-    /* --help and --version answer whatever else is given (once it parses). */
+    /* --help and --version answer whatever options are given (once they parse) and a command word
+     * (`equiv compare --help`), but no other argument: `equiv --version extra` is a mistake. */
     if (seen[OPT_HELP] || seen[OPT_VERSION]) {
+        const char *flag = seen[OPT_HELP] ? "--help" : "--version";
+        if (n_positional > 1 || (n_positional == 1 && !is_command_word(positional[0])))
+            return EQ_FAIL(EQ_ERR_USAGE, "%s takes no argument, got '%s'", flag,
+                           positional[is_command_word(positional[0]) ? 1 : 0]);
         cli->command = seen[OPT_HELP] ? EQ_CMD_HELP : EQ_CMD_VERSION;
         return EQ_OK;
     }

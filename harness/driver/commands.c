@@ -180,6 +180,8 @@ static int plan_dtypes(const eq_cli *cli, const eq_case *kase, eq_dtype *dtypes)
     return kase->n_dtypes;
 }
 
+static int follows_numerics(const eq_model *model) { return model->numerics; }
+
 /* The request's settings of every run, on spec: backend, transport, algorithm, seed, ... */
 static eq_status plan_settings(const eq_cli *cli, const run_plan *plan, const eq_backend_choice *backend_choice,
                                eq_run_spec *spec)
@@ -192,6 +194,12 @@ static eq_status plan_settings(const eq_cli *cli, const run_plan *plan, const eq
     spec->step.seed = cli->seed;
     spec->step.grads = (eq_grad_convention)cli->grads;
     spec->step.forward_only = cli->forward_only;
+    if (cli->numerics >= 0 && !spec->model->numerics) {
+        char follow[128];
+        return EQ_FAIL(EQ_ERR_USAGE, "--numerics %s does not apply to case %s (model %s has no numerics to "
+                       "choose; --numerics applies to: %s)", eq_numerics_name((eq_numerics)cli->numerics),
+                       spec->kase->name, spec->model->name, eq_model_names(follows_numerics, follow, sizeof follow));
+    }
     eq_status st = eq_numerics_of(spec->step.size, cli->numerics, &spec->step.numerics);
     if (st != EQ_OK) return st;
     if (spec->step.numerics == EQ_NUMERICS_MEGATRON_TF32 && plan->backend != &eq_backend_cpu)

@@ -11,6 +11,7 @@
 #include "harness/driver/cli.h"
 #include "harness/driver/commands.h"
 #include "harness/dump.h"
+#include "harness/base/env.h"
 #include "harness/base/phase_time.h"
 #include "reductions/world.h"
 
@@ -58,6 +59,8 @@ int main(int argc, char **argv)
     eq_cli cli;
     int n_unexpected = 0;
     eq_status st = eq_cli_parse(argc, argv, &cli);
+    /* the settings equiv reads from its environment, each well formed (--help and --version read none) */
+    if (st == EQ_OK && cli.command != EQ_CMD_HELP && cli.command != EQ_CMD_VERSION) st = eq_env_check();
     if (st == EQ_OK) {
         switch (cli.command) {
         case EQ_CMD_HELP: eq_cli_print_help(); break;

@@ -175,8 +175,9 @@ eq_status eq_out_open(eq_out *out, const char *dir)
     struct stat sb;
     if (stat(dir, &sb) == 0) {
         if (!S_ISDIR(sb.st_mode)) {
-            out->dir[0] = '\0';
-            return EQ_FAIL(EQ_ERR_USAGE, "--out %s exists and is not a folder", dir);
+            const eq_status st = EQ_FAIL(EQ_ERR_USAGE, "--out %s exists and is not a folder", dir);
+            out->dir[0] = '\0'; /* dir is out->dir: cleared once the message holds it */
+            return st;
         }
     } else if ((out->created_dirs = make_dirs(out->dir)) < 0) {
         int err = errno;

@@ -18,6 +18,7 @@ eq_status eq_run_spec_init(eq_run_spec *spec, const eq_case *kase, const char *s
     eq_status st = eq_case_find_size(kase, size_name, &spec->size);
     if (st != EQ_OK) return st;
     st = eq_model_find(kase->model, &spec->model);
+    if (st == EQ_OK) st = eq_model_check_case(spec->model, kase); /* every size key one the model reads */
     if (st != EQ_OK) return st;
     spec->step.size = spec->size;
     spec->step.dtype = kase->dtypes[0];
@@ -29,7 +30,11 @@ eq_status eq_run_spec_init(eq_run_spec *spec, const eq_case *kase, const char *s
     return eq_numerics_of(spec->size, -1, &spec->step.numerics); /* the case file's; --numerics overrides */
 }
 
-eq_status eq_run_check(const eq_run_spec *spec) { return spec->model->check(&spec->step); }
+eq_status eq_run_check(const eq_run_spec *spec)
+{
+    const eq_status st = eq_model_check_bugs(spec->model, spec->step.bugs);
+    return st != EQ_OK ? st : spec->model->check(&spec->step);
+}
 
 static void fill_meta(const eq_run_spec *spec, eq_run_meta *m)
 {
@@ -69,7 +74,7 @@ eq_status eq_run(const eq_run_spec *spec, eq_capture *out)
     fill_meta(spec, &out->meta);
     char name[EQ_CELL_NAME_MAX];
     eq_progress_run(spec->step.progress, eq_cell_title(&out->meta, name, sizeof name)); /* "gpt bf16 dp1-tp4" */
-    eq_status st = spec->model->check(&spec->step);
+    eq_status st = spec->model->check(&spec->step); /* the bugs it carries: checked when planned */
     /* Every size of the case is a hyperparameter of the step (the dump's /config); the model adds
      * its own constants. */
     for (int i = 0; st == EQ_OK && i < spec->size->count; i++)

@@ -22,10 +22,12 @@ typedef struct {
 } eq_run_spec;
 
 /* Builds a spec for kase at size `size_name`; EQ_ERR_USAGE/EQ_ERR_INPUT for an unknown size or
- * model. The step's dtype and layout are set by the caller before eq_run_check/eq_run. */
+ * model, or a size key the model does not read. The step's dtype and layout are set by the caller
+ * before eq_run_check/eq_run. */
 eq_status eq_run_spec_init(eq_run_spec *spec, const eq_case *kase, const char *size_name);
 
-/* Checks that the layout divides the sizes, before anything runs. */
+/* Checks, before anything runs, that the case's model takes the injected bugs and that the layout
+ * divides the sizes. */
 eq_status eq_run_check(const eq_run_spec *spec);
 
 /* Runs the step and fills out (initialised here) with its meta and tensors; a new run for
