@@ -200,6 +200,7 @@ static int get_capture(reader *r, eq_capture *out)
         out->n_findings = (int)n_findings;
         for (uint32_t i = 0; i < n_findings; i++) out->findings[i][EQ_FINDING_MAX - 1] = '\0';
     }
+    eq_capture_reindex(out);
     return 0;
 }
 
