@@ -32,7 +32,9 @@
  *   capture: eq_run_meta, count, n_findings; per entry its struct (tensor.data meaningless) and
  *            its data; the findings */
 enum { MAGIC = 0x65717276 /* "eqrv" */, KIND_ERROR = 1, KIND_CAPTURE = 2 };
-#define MAX_ENTRIES (1 << 20)
+/* Entries the child may announce for a file: a dataset takes at least 64 bytes of a valid file
+ * (its object header and its link), so more is a garbled message, not a file. */
+#define MIN_DATASET_BYTES 64
 
 /* ---- the child ---- */
 
@@ -79,6 +81,7 @@ static void send_result(int fd, eq_status st, const eq_capture *cap)
  * is held to the same) and the bytes it may map beyond what the reader holds when it starts it. */
 typedef struct {
     double timeout_s, memory_mb;
+    uint32_t max_entries; /* the most datasets the file can hold (MIN_DATASET_BYTES) */
 } read_limits;
 
 /* The address space this process has mapped now (so the limit is what the read may add). */
@@ -205,11 +208,11 @@ static int entry_ok(eq_capture_entry *e)
 }
 
 /* The capture the child sent, into out; -1 if the message is cut short or malformed. */
-static int get_capture(reader *r, eq_capture *out)
+static int get_capture(reader *r, uint32_t max_entries, eq_capture *out)
 {
     uint32_t count = 0, n_findings = 0;
     if (get(r, &out->meta, sizeof out->meta) || get_u32(r, &count) || get_u32(r, &n_findings)) return -1;
-    if (count > MAX_ENTRIES || n_findings > MAX_ENTRIES) return -1;
+    if (count > max_entries || n_findings > max_entries) return -1;
     if (count > 0 && (out->entries = calloc(count, sizeof *out->entries)) == NULL) return -1;
     out->capacity = (int)count;
     for (uint32_t i = 0; i < count; i++) {
@@ -315,8 +318,14 @@ eq_status eq_dump_read_isolated_many(const char *const *paths, int n, eq_capture
         off_t size = 0;
         EQ_TRY(check_file(paths[i], &size));
         const double mb = (double)size / (1 << 20);
-        limits[i].timeout_s = env_number("EQUIV_READ_TIMEOUT_S", 30.0 + mb / 10.0);
+        /* Reading is linear in a file's datasets, and the densest valid file (scalar datasets, about
+         * 400 bytes each) reads at 10 to 30 MB/s here (read_bench): 1 s per MB leaves it ten times
+         * that, so a valid file is never called damaged for its size; a looping library is still
+         * stopped, later in a larger file. */
+        limits[i].timeout_s = env_number("EQUIV_READ_TIMEOUT_S", 30.0 + mb);
         limits[i].memory_mb = env_number("EQUIV_READ_MEMORY_MB", 1024.0 + 8.0 * mb);
+        const off_t most = size / MIN_DATASET_BYTES + 1024;
+        limits[i].max_entries = most < INT32_MAX ? (uint32_t)most : INT32_MAX;
     }
     if (pipe(fds) != 0) {
         st = EQ_FAIL(EQ_ERR_IO, "cannot read %s: no pipe to a reader process: %s", paths[0], strerror(errno));
@@ -349,7 +358,7 @@ eq_status eq_dump_read_isolated_many(const char *const *paths, int n, eq_capture
                 complete = child_error = get_u32(&r, &code) == 0 && get_text(&r, message, sizeof message) == 0 &&
                                          get_text(&r, where, sizeof where) == 0;
             else if (kind == KIND_CAPTURE)
-                complete = get_capture(&r, &out[i]) == 0;
+                complete = get_capture(&r, limits[i].max_entries, &out[i]) == 0;
         }
         timed_out = r.timed_out;
         if (!complete || child_error) failed = i;

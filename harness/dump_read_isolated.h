@@ -10,7 +10,9 @@
  * the line it would have been in-process, with its place.
  *
  * Limits (environment):
- *   EQUIV_READ_TIMEOUT_S   wall-clock seconds per file (default 30 + 1 s per 10 MB of file)
+ *   EQUIV_READ_TIMEOUT_S   wall-clock seconds per file, and CPU seconds (default 30 + 1 s per MB of
+ *                          file: ten times what the densest valid file, 100,000 scalar datasets in
+ *                          40 MB, takes here, so no valid file is called damaged for its size)
  *   EQUIV_READ_MEMORY_MB   memory the child may map for a file beyond what it holds when it starts
  *                          the file (default 1024 + 8x the file's size: an uncompressed file needs
  *                          about 1x)
