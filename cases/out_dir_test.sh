@@ -3,6 +3,8 @@
 #   full       a run whose files do not fit (a file-size limit stands in for a full disk) fails with
 #              one line and leaves nothing: not the dumps written before the failure, no temporary,
 #              not the missing parents of --out it made
+#   fsize      the same under `ulimit -f` as a shell sets it, SIGXFSZ not ignored: the write fails
+#              (equiv ignores the signal), one line, exit 2, nothing on stdout, nothing left
 #   signal     SIGTERM and SIGINT during a run remove everything the run had written, the missing
 #              parents of --out it made included
 #   parents    an --out under missing folders is made with them (mkdir -p)
@@ -29,6 +31,16 @@ full)
     [ "$status" -eq 2 ] || fail "exit status $status, want 2"
     [ "$(wc -l <"$work/err")" -eq 1 ] || fail "stderr: $(cat "$work/err")"
     grep -q "File too large\|No space" "$work/err" || fail "stderr does not say why: $(cat "$work/err")"
+    empty "$out"
+    ;;
+fsize)
+    # gpt's bf16 dumps are about 0.5 MB: the first one does not fit in 100 KB
+    (ulimit -f 100; exec "$equiv" --case gpt --dp 2 --tp 2 --out "$out/new/run") >"$work/stdout" 2>"$work/err"
+    status=$?
+    [ "$status" -eq 2 ] || fail "exit status $status, want 2 (153: ended by SIGXFSZ)"
+    [ "$(wc -l <"$work/err")" -eq 1 ] || fail "stderr: $(cat "$work/err")"
+    grep -q "^equiv: error: .*File too large" "$work/err" || fail "stderr does not say why: $(cat "$work/err")"
+    [ ! -s "$work/stdout" ] || fail "printed a report before failing"
     empty "$out"
     ;;
 signal)
