@@ -3,6 +3,12 @@
 #   full       a run whose files do not fit (a file-size limit stands in for a full disk) fails with
 #              one line and leaves nothing: not the dumps written before the failure, no temporary,
 #              not the missing parents of --out it made
+#   fsize      the same under `ulimit -f` as a shell sets it, SIGXFSZ not ignored: the write fails
+#              (equiv ignores the signal), one line, exit 2, nothing on stdout, nothing left
+#   reports    compare --out and diff --out whose files do not fit (ulimit -f 0): one line, exit 2,
+#              no report on stdout (it is printed only once --out is written), nothing left
+#   phase_times EQUIV_PHASE_TIMES=/dev/full, the phase table unwritable: one line, exit 2, no report
+#              on stdout, nothing in --out (the table is written before the report and --out)
 #   signal     SIGTERM and SIGINT during a run remove everything the run had written, the missing
 #              parents of --out it made included
 #   parents    an --out under missing folders is made with them (mkdir -p)
@@ -11,9 +17,9 @@
 #   concurrent two runs into one --out at once leave one whole report set
 #   keep       a failing rerun leaves the earlier run's files as they were
 #   early      an --out that cannot be made (under a plain file) fails at once, before any run
-#   out_dir_test.sh EQUIV PART
+#   out_dir_test.sh EQUIV PART [TESTDATA_DUMP GOOD_REPORT]   (reports: a dump and a report to diff)
 set -u
-equiv=$1 part=$2
+equiv=$1 part=$2 dump=${3:-} report=${4:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -30,6 +36,43 @@ full)
     [ "$(wc -l <"$work/err")" -eq 1 ] || fail "stderr: $(cat "$work/err")"
     grep -q "File too large\|No space" "$work/err" || fail "stderr does not say why: $(cat "$work/err")"
     empty "$out"
+    ;;
+fsize)
+    # gpt's bf16 dumps are about 0.5 MB: the first one does not fit in 100 KB
+    (ulimit -f 100; exec "$equiv" --case gpt --dp 2 --tp 2 --out "$out/new/run") >"$work/stdout" 2>"$work/err"
+    status=$?
+    [ "$status" -eq 2 ] || fail "exit status $status, want 2 (153: ended by SIGXFSZ)"
+    [ "$(wc -l <"$work/err")" -eq 1 ] || fail "stderr: $(cat "$work/err")"
+    grep -q "^equiv: error: .*File too large" "$work/err" || fail "stderr does not say why: $(cat "$work/err")"
+    [ ! -s "$work/stdout" ] || fail "printed a report before failing"
+    empty "$out"
+    ;;
+reports)
+    # Under `ulimit -f 0` no file can be written; standard output and error go through pipes
+    # (`cat`, outside the limit) so that they can. pipefail: the status is equiv's.
+    set -o pipefail
+    for cmd in "compare $dump $dump" "diff $report $report"; do
+        # shellcheck disable=SC2086
+        ( (ulimit -f 0; exec "$equiv" $cmd --out "$out/new") 2>&1 1>&3 | cat >"$work/err") 3>&1 |
+            cat >"$work/stdout"
+        status=$?
+        [ "$status" -eq 2 ] || fail "${cmd%% *}: exit status $status, want 2"
+        [ "$(wc -l <"$work/err")" -eq 1 ] || fail "${cmd%% *}: stderr: $(cat "$work/err")"
+        [ ! -s "$work/stdout" ] || fail "${cmd%% *}: printed its report, then failed: $(head -c 200 "$work/stdout")"
+        empty "$out"
+    done
+    ;;
+phase_times)
+    for cmd in "--case row_parallel --tp 2 --out $out/new" "compare $dump $dump"; do
+        # shellcheck disable=SC2086
+        EQUIV_PHASE_TIMES=/dev/full "$equiv" $cmd >"$work/stdout" 2>"$work/err"
+        status=$?
+        [ "$status" -eq 2 ] || fail "$cmd: exit status $status, want 2"
+        [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "EQUIV_PHASE_TIMES" "$work/err" ||
+            fail "$cmd: stderr: $(cat "$work/err")"
+        [ ! -s "$work/stdout" ] || fail "$cmd: printed its report, then failed: $(head -c 200 "$work/stdout")"
+        empty "$out"
+    done
     ;;
 signal)
     set -m # background jobs keep SIGINT (without job control bash starts them with it ignored)

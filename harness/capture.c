@@ -28,6 +28,7 @@ void eq_capture_free(eq_capture *cap)
     for (int i = 0; i < cap->count; i++)
         if (!cap->entries[i].borrowed) eq_tensor_free(&cap->entries[i].tensor);
     free(cap->entries);
+    free(cap->index);
     free(cap->findings);
     free(cap->config);
     memset(cap, 0, sizeof *cap);
@@ -74,6 +75,7 @@ static eq_status append(eq_capture *cap, const char *path, int layer, const char
     e->gemm.accumulate = EQ_FP32;
     memset(t, 0, sizeof *t);
     cap->count++;
+    eq_capture_reindex(cap);
     return EQ_OK;
 cleanup:
     let_go(t, borrowed);
@@ -129,8 +131,52 @@ eq_status eq_capture_add_copy(eq_capture *cap, int layer, const char *name, eq_r
     return eq_capture_add(cap, layer, name, role, &copy);
 }
 
+/* FNV-1a: paths share long prefixes ("layers/07/"), which it spreads well enough. */
+static unsigned hash_path(const char *path)
+{
+    unsigned h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) h = (h ^ *p) * 16777619u;
+    return h;
+}
+
+/* Enters entry i in the table (size a power of two, under half full), unless an earlier entry has
+ * its path. */
+static void index_insert(int *table, int size, const eq_capture_entry *entries, int i)
+{
+    for (unsigned slot = hash_path(entries[i].path) & (unsigned)(size - 1);; slot = (slot + 1) & (unsigned)(size - 1)) {
+        if (table[slot] == 0) {
+            table[slot] = i + 1;
+            return;
+        }
+        if (strcmp(entries[table[slot] - 1].path, entries[i].path) == 0) return;
+    }
+}
+
+void eq_capture_reindex(eq_capture *cap)
+{
+    if (cap->indexed > cap->count) cap->indexed = 0; /* entries were dropped: start again */
+    if (2 * (int64_t)cap->count >= cap->index_size || cap->indexed == 0) {
+        int size = 64;
+        while (size <= 2 * cap->count) size *= 2;
+        int *table = calloc((size_t)size, sizeof *table);
+        free(cap->index);
+        cap->index = table;
+        cap->index_size = table != NULL ? size : 0;
+        cap->indexed = 0;
+        if (table == NULL) return; /* eq_capture_find searches in order */
+    }
+    for (; cap->indexed < cap->count; cap->indexed++)
+        index_insert(cap->index, cap->index_size, cap->entries, cap->indexed);
+}
+
 const eq_capture_entry *eq_capture_find(const eq_capture *cap, const char *path)
 {
+    if (cap->index != NULL && cap->indexed == cap->count) {
+        const unsigned mask = (unsigned)(cap->index_size - 1);
+        for (unsigned slot = hash_path(path) & mask; cap->index[slot] != 0; slot = (slot + 1) & mask)
+            if (strcmp(cap->entries[cap->index[slot] - 1].path, path) == 0) return &cap->entries[cap->index[slot] - 1];
+        return NULL;
+    }
     for (int i = 0; i < cap->count; i++)
         if (strcmp(cap->entries[i].path, path) == 0) return &cap->entries[i];
     return NULL;

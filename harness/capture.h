@@ -128,6 +128,11 @@ typedef struct {
     eq_run_meta meta;
     eq_capture_entry *entries; /* in the order the model produced them */
     int count, capacity;
+    /* entries by path, so eq_capture_find is O(1): an open-addressing table of entry index + 1
+     * (0: empty) over entries[0 .. indexed), kept up to date by the eq_capture_add family and
+     * eq_capture_reindex; a capture whose entries were written otherwise is searched in order */
+    int *index;
+    int index_size, indexed;
     char (*findings)[EQ_FINDING_MAX];
     int n_findings;
     eq_config_item *config; /* the step's hyperparameters, in the order set */
@@ -157,7 +162,11 @@ eq_status eq_capture_config_text(eq_capture *cap, const char *name, const char *
 /* Gives every entry not yet named the dims of the first rule whose pattern matches its name; a
  * rule whose dims count differs from the tensor's dimensions is EQ_ERR_INTERNAL (a wrong table). */
 eq_status eq_capture_name_dims(eq_capture *cap, const eq_dims_rule *rules);
-/* The entry with this path, or NULL. */
+/* The entry with this path (the first, if two share it), or NULL. */
 const eq_capture_entry *eq_capture_find(const eq_capture *cap, const char *path);
+/* Brings the path index up to date after entries were appended other than through the
+ * eq_capture_add family (read from a pipe: harness/dump_read_isolated.c). Without memory for it,
+ * eq_capture_find searches in order: slower, the same answers. */
+void eq_capture_reindex(eq_capture *cap);
 
 #endif

@@ -461,57 +461,84 @@ static int compare_numeric_names(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* What list_group's iteration gathers: the names so far, or the first problem. */
+typedef struct {
+    char **names;
+    hsize_t n, capacity;
+    const char *path, *where;
+    eq_status st;
+} name_list;
+
+static herr_t collect_name(hid_t group, const char *name, const H5L_info_t *info, void *data)
+{
+    (void)group;
+    (void)info;
+    name_list *l = data;
+    size_t len = strlen(name);
+    if (len == 0 || len >= EQ_NAME_MAX) {
+        l->st = EQ_FAIL(EQ_ERR_INPUT, "%s: cannot list %s (a name longer than %d bytes?)", l->path, l->where,
+                        EQ_NAME_MAX - 1);
+        return -1;
+    }
+    if (!is_text(name)) {
+        l->st = EQ_FAIL(EQ_ERR_INPUT, "%s: a name in %s is not text (not UTF-8, or control characters: the file is "
+                        "damaged?)", l->path, l->where);
+        return -1;
+    }
+    if (l->n == l->capacity) {
+        hsize_t capacity = l->capacity ? 2 * l->capacity : 16;
+        char **grown = realloc(l->names, (size_t)capacity * sizeof *grown);
+        if (grown == NULL) {
+            l->st = EQ_FAIL(EQ_ERR_NOMEM, "%s: no memory to list %s", l->path, l->where);
+            return -1;
+        }
+        l->names = grown;
+        l->capacity = capacity;
+    }
+    if ((l->names[l->n] = malloc(len + 1)) == NULL) {
+        l->st = EQ_FAIL(EQ_ERR_NOMEM, "%s: no memory to list %s", l->path, l->where);
+        return -1;
+    }
+    memcpy(l->names[l->n++], name, len + 1);
+    return 0;
+}
+
 /* The links of one group in the order a reader expects: creation order where the writer tracked
  * it, else by name; a group whose children are all numbers ("00", "01", ..., "100": equiv's
- * /layers) by number. Fills names (malloc'd, n entries). */
+ * /layers) by number. Fills names (malloc'd, n entries). One pass over the group: asking for the
+ * i-th name costs HDF5 a walk of the group each time, quadratic in its size. */
 static eq_status list_group(hid_t group, const char *path, const char *where, char ***names_out, hsize_t *n_out)
 {
     eq_status st = EQ_OK;
     hid_t gcpl = H5I_INVALID_HID;
     unsigned order_flags = 0;
-    H5G_info_t info;
-    char **names = NULL;
+    name_list l = {.path = path, .where = where, .st = EQ_OK};
     *names_out = NULL;
     *n_out = 0;
     gcpl = H5Gget_create_plist(group);
-    H5_TRY(gcpl < 0 || H5Pget_link_creation_order(gcpl, &order_flags) < 0 || H5Gget_info(group, &info) < 0 ? -1 : 0,
-           EQ_ERR_INPUT, "%s: cannot list %s", path, where);
+    H5_TRY(gcpl < 0 || H5Pget_link_creation_order(gcpl, &order_flags) < 0 ? -1 : 0, EQ_ERR_INPUT, "%s: cannot list %s",
+           path, where);
     H5_index_t order = (order_flags & H5P_CRT_ORDER_INDEXED) ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
-    names = calloc(info.nlinks > 0 ? info.nlinks : 1, sizeof *names);
-    if (names == NULL) {
-        st = EQ_FAIL(EQ_ERR_NOMEM, "%s: no memory to list %s", path, where);
+    hsize_t idx = 0;
+    herr_t walked = H5Literate(group, order, H5_ITER_INC, &idx, collect_name, &l);
+    if (l.st != EQ_OK) {
+        st = l.st;
         goto cleanup;
     }
-    int all_numbers = info.nlinks > 0;
-    for (hsize_t i = 0; i < info.nlinks; i++) {
-        ssize_t len = H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
-        if (len <= 0 || len >= EQ_NAME_MAX) {
-            st = EQ_FAIL(EQ_ERR_INPUT, "%s: cannot list %s (a name longer than %d bytes?)", path, where,
-                         EQ_NAME_MAX - 1);
-            goto cleanup;
-        }
-        names[i] = malloc((size_t)len + 1);
-        if (names[i] == NULL) {
-            st = EQ_FAIL(EQ_ERR_NOMEM, "%s: no memory to list %s", path, where);
-            goto cleanup;
-        }
-        H5_TRY(H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, names[i], (size_t)len + 1, H5P_DEFAULT),
-               EQ_ERR_INPUT, "%s: cannot list %s", path, where);
-        if (!is_text(names[i])) {
-            st = EQ_FAIL(EQ_ERR_INPUT, "%s: a name in %s is not text (not UTF-8, or control characters: the file is "
-                         "damaged?)", path, where);
-            goto cleanup;
-        }
-        all_numbers &= len <= 4 && strspn(names[i], "0123456789") == (size_t)len;
+    H5_TRY(walked, EQ_ERR_INPUT, "%s: cannot list %s", path, where);
+    int all_numbers = l.n > 0;
+    for (hsize_t i = 0; i < l.n && all_numbers; i++) {
+        size_t len = strlen(l.names[i]);
+        all_numbers = len <= 4 && strspn(l.names[i], "0123456789") == len;
     }
-    if (all_numbers) qsort(names, (size_t)info.nlinks, sizeof *names, compare_numeric_names);
-    *names_out = names;
-    *n_out = info.nlinks;
-    names = NULL;
+    if (all_numbers) qsort(l.names, (size_t)l.n, sizeof *l.names, compare_numeric_names);
+    *names_out = l.names;
+    *n_out = l.n;
+    l.names = NULL;
+    l.n = 0;
 cleanup:
-    if (names != NULL)
-        for (hsize_t i = 0; i < info.nlinks; i++) free(names[i]);
-    free(names);
+    for (hsize_t i = 0; i < l.n; i++) free(l.names[i]);
+    free(l.names);
     eq_h5_close(&gcpl);
     return st;
 }

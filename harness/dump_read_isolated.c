@@ -33,7 +33,9 @@
  *   capture: eq_run_meta, count, n_findings; per entry its struct (tensor.data meaningless) and
  *            its data; the findings */
 enum { MAGIC = 0x65717276 /* "eqrv" */, KIND_ERROR = 1, KIND_CAPTURE = 2 };
-#define MAX_ENTRIES (1 << 20)
+/* Entries the child may announce for a file: a dataset takes at least 64 bytes of a valid file
+ * (its object header and its link), so more is a garbled message, not a file. */
+#define MIN_DATASET_BYTES 64
 
 /* ---- the child ---- */
 
@@ -76,11 +78,12 @@ static void send_result(int fd, eq_status st, const eq_capture *cap)
     put(fd, cap->findings, (size_t)cap->n_findings * sizeof cap->findings[0]);
 }
 
-static void limit(int resource, rlim_t value)
-{
-    struct rlimit rl = {value, value};
-    setrlimit(resource, &rl);
-}
+/* The limits of one file's read: wall-clock seconds (the parent's deadline; the child's CPU time
+ * is held to the same) and the bytes it may map beyond what the reader holds when it starts it. */
+typedef struct {
+    double timeout_s, memory_mb;
+    uint32_t max_entries; /* the most datasets the file can hold (MIN_DATASET_BYTES) */
+} read_limits;
 
 /* The address space this process has mapped now (so the limit is what the read may add). */
 static rlim_t mapped_bytes(void)
@@ -93,11 +96,31 @@ static rlim_t mapped_bytes(void)
     return (rlim_t)(pages * (unsigned long long)sysconf(_SC_PAGESIZE));
 }
 
-static _Noreturn void child_main(int fd, const char *path, uint64_t memory_bytes, int cpu_seconds)
+/* CPU seconds this process has used, rounded up. */
+static rlim_t cpu_used(void)
 {
-    limit(RLIMIT_CORE, 0);
-    limit(RLIMIT_CPU, (rlim_t)cpu_seconds);
-    if (!UNDER_ASAN) limit(RLIMIT_AS, mapped_bytes() + (rlim_t)memory_bytes);
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (rlim_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1;
+}
+
+/* Sets the soft limit of resource (at most its hard limit, which stays: a later file's read may
+ * need a higher soft limit than this one's). */
+static void set_soft_limit(int resource, rlim_t soft)
+{
+    struct rlimit rl;
+    if (getrlimit(resource, &rl) != 0) return;
+    rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && soft > rl.rlim_max ? rl.rlim_max : soft;
+    setrlimit(resource, &rl);
+}
+
+/* Reads the files in turn, each under its own limits (what it may add to what the files before it
+ * used), sending each result as it is read; stops after an error. */
+static _Noreturn void child_main(int fd, const char *const *paths, const read_limits *limits, int n)
+{
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(SIGXCPU, SIG_DFL); /* the CPU limit ends the reader, whatever the parent set */
     /* what a crashing library or a sanitizer prints is not equiv's one line: the parent speaks */
     int devnull = open("/dev/null", O_WRONLY);
     if (devnull >= 0) {
@@ -105,9 +128,15 @@ static _Noreturn void child_main(int fd, const char *path, uint64_t memory_bytes
         dup2(devnull, STDERR_FILENO);
         close(devnull);
     }
-    eq_capture cap;
-    eq_status st = eq_dump_read(path, &cap);
-    send_result(fd, st, &cap);
+    for (int i = 0; i < n; i++) {
+        set_soft_limit(RLIMIT_CPU, cpu_used() + (rlim_t)limits[i].timeout_s + 1);
+        if (!UNDER_ASAN) set_soft_limit(RLIMIT_AS, mapped_bytes() + (rlim_t)(limits[i].memory_mb * (1 << 20)));
+        eq_capture cap;
+        eq_status st = eq_dump_read(paths[i], &cap);
+        send_result(fd, st, &cap);
+        eq_capture_free(&cap);
+        if (st != EQ_OK) break;
+    }
     _exit(0); /* no atexit handlers, no stdio buffers of the parent's flushed twice */
 }
 
@@ -180,11 +209,11 @@ static int entry_ok(eq_capture_entry *e)
 }
 
 /* The capture the child sent, into out; -1 if the message is cut short or malformed. */
-static int get_capture(reader *r, eq_capture *out)
+static int get_capture(reader *r, uint32_t max_entries, eq_capture *out)
 {
     uint32_t count = 0, n_findings = 0;
     if (get(r, &out->meta, sizeof out->meta) || get_u32(r, &count) || get_u32(r, &n_findings)) return -1;
-    if (count > MAX_ENTRIES || n_findings > MAX_ENTRIES) return -1;
+    if (count > max_entries || n_findings > max_entries) return -1;
     if (count > 0 && (out->entries = calloc(count, sizeof *out->entries)) == NULL) return -1;
     out->capacity = (int)count;
     for (uint32_t i = 0; i < count; i++) {
@@ -201,6 +230,7 @@ static int get_capture(reader *r, eq_capture *out)
         out->n_findings = (int)n_findings;
         for (uint32_t i = 0; i < n_findings; i++) out->findings[i][EQ_FINDING_MAX - 1] = '\0';
     }
+    eq_capture_reindex(out);
     return 0;
 }
 
@@ -222,9 +252,9 @@ static eq_status raise_child_error(uint32_t code, const char *message, const cha
     return eq_fail(st, file, line, "%s", message);
 }
 
-eq_status eq_dump_read_isolated(const char *path, eq_capture *out)
+/* A file the reader may open: a regular file (a FIFO would block it, a device feed it forever). */
+static eq_status check_file(const char *path, off_t *size)
 {
-    eq_capture_init(out);
     struct stat sb;
     if (stat(path, &sb) != 0) {
         int err = errno;
@@ -232,71 +262,119 @@ eq_status eq_dump_read_isolated(const char *path, eq_capture *out)
                              : EQ_FAIL(EQ_ERR_INPUT, "cannot open dump %s: %s", path, strerror(err));
     }
     if (!S_ISREG(sb.st_mode)) return EQ_FAIL(EQ_ERR_INPUT, "%s is not a regular file (a dump is an HDF5 file)", path);
-    const double mb = (double)sb.st_size / (1 << 20);
-    const double timeout_s = env_number(EQ_ENV_READ_TIMEOUT_S, 30.0 + mb / 10.0);
-    const double memory_mb = env_number(EQ_ENV_READ_MEMORY_MB, 1024.0 + 8.0 * mb);
+    *size = sb.st_size;
+    return EQ_OK;
+}
 
-    int fds[2];
-    if (pipe(fds) != 0) return EQ_FAIL(EQ_ERR_IO, "cannot read %s: no pipe to a reader process: %s", path, strerror(errno));
+/* What ended the read of one file: its limits, and what came back of it. */
+static eq_status read_failure(const char *path, const read_limits *lim, int complete, int child_error, uint32_t code,
+                              const char *message, const char *where, int timed_out, int wstatus)
+{
+    if (complete && child_error && code == EQ_ERR_NOMEM)
+        return EQ_FAIL(EQ_ERR_INPUT, "%s: reading it needed more than %.0f MB (EQUIV_READ_MEMORY_MB allows more): %s",
+                       path, lim->memory_mb, message);
+    if (complete && child_error) return raise_child_error(code, message, where);
+    if (timed_out)
+        return EQ_FAIL(EQ_ERR_INPUT, "%s: reading it took over %.0f s (a damaged file makes the HDF5 library loop; "
+                       "EQUIV_READ_TIMEOUT_S allows more)", path, lim->timeout_s);
+    if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGXCPU)
+        return EQ_FAIL(EQ_ERR_INPUT, "%s: reading it used over %.0f s of CPU (a damaged file makes the HDF5 library "
+                       "loop; EQUIV_READ_TIMEOUT_S allows more)", path, lim->timeout_s);
+    if (WIFSIGNALED(wstatus))
+        return EQ_FAIL(EQ_ERR_INPUT, "%s is damaged: the HDF5 library crashed reading it (signal %d, %s): the file is "
+                       "not a dump, or was cut or corrupted, or reading it needed more than %.0f MB "
+                       "(EQUIV_READ_MEMORY_MB allows more)", path, WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)),
+                       lim->memory_mb);
+    return EQ_FAIL(EQ_ERR_INPUT, "%s is damaged: reading it needed more than %.0f MB or ended early (the HDF5 "
+                   "library was asked for a size the file cannot hold; EQUIV_READ_MEMORY_MB allows more)", path,
+                   lim->memory_mb);
+}
+
+static void deadline_in(struct timespec *deadline, double seconds)
+{
+    clock_gettime(CLOCK_MONOTONIC, deadline);
+    deadline->tv_sec += (time_t)seconds;
+    deadline->tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+    if (deadline->tv_nsec >= 1000000000L) {
+        deadline->tv_sec++;
+        deadline->tv_nsec -= 1000000000L;
+    }
+}
+
+eq_status eq_dump_read_isolated(const char *path, eq_capture *out) { return eq_dump_read_isolated_many(&path, 1, out); }
+
+eq_status eq_dump_read_isolated_many(const char *const *paths, int n, eq_capture *out)
+{
+    eq_status st = EQ_OK;
+    read_limits *limits = NULL;
+    int fds[2] = {-1, -1};
+    pid_t pid = -1;
+    for (int i = 0; i < n; i++) eq_capture_init(&out[i]);
+    if (n < 1) return EQ_OK;
+    if ((limits = calloc((size_t)n, sizeof *limits)) == NULL)
+        return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %d files", n);
+    for (int i = 0; i < n; i++) {
+        off_t size = 0;
+        EQ_TRY(check_file(paths[i], &size));
+        const double mb = (double)size / (1 << 20);
+        /* Reading is linear in a file's datasets, and the densest valid file (scalar datasets, about
+         * 400 bytes each) reads at 10 to 30 MB/s here (read_bench): 1 s per MB leaves it ten times
+         * that, so a valid file is never called damaged for its size; a looping library is still
+         * stopped, later in a larger file. */
+        limits[i].timeout_s = env_number(EQ_ENV_READ_TIMEOUT_S, 30.0 + mb);
+        limits[i].memory_mb = env_number(EQ_ENV_READ_MEMORY_MB, 1024.0 + 8.0 * mb);
+        const off_t most = size / MIN_DATASET_BYTES + 1024;
+        limits[i].max_entries = most < INT32_MAX ? (uint32_t)most : INT32_MAX;
+    }
+    if (pipe(fds) != 0) {
+        st = EQ_FAIL(EQ_ERR_IO, "cannot read %s: no pipe to a reader process: %s", paths[0], strerror(errno));
+        goto cleanup;
+    }
     fflush(NULL);
-    pid_t pid = fork();
+    pid = fork();
     if (pid < 0) {
-        int err = errno;
-        close(fds[0]);
-        close(fds[1]);
-        return EQ_FAIL(EQ_ERR_IO, "cannot read %s: cannot start a reader process: %s", path, strerror(err));
+        st = EQ_FAIL(EQ_ERR_IO, "cannot read %s: cannot start a reader process: %s", paths[0], strerror(errno));
+        goto cleanup;
     }
     if (pid == 0) {
         close(fds[0]);
-        child_main(fds[1], path, (uint64_t)(memory_mb * (1 << 20)), (int)timeout_s + 1);
+        child_main(fds[1], paths, limits, n);
     }
     close(fds[1]);
+    fds[1] = -1;
 
-    reader r = {.fd = fds[0]};
-    clock_gettime(CLOCK_MONOTONIC, &r.deadline);
-    r.deadline.tv_sec += (time_t)timeout_s;
-    r.deadline.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
-    if (r.deadline.tv_nsec >= 1000000000L) {
-        r.deadline.tv_sec++;
-        r.deadline.tv_nsec -= 1000000000L;
-    }
-    uint32_t magic = 0, kind = 0, code = 0;
+    /* One file at a time, each under its own deadline; the first that fails is the error. */
+    int failed = -1, complete = 0, child_error = 0, timed_out = 0;
+    uint32_t code = 0;
     char message[512] = "", where[128] = "";
-    int complete = 0, child_error = 0;
-    if (get_u32(&r, &magic) == 0 && magic == MAGIC && get_u32(&r, &kind) == 0) {
-        if (kind == KIND_ERROR)
-            complete = child_error = get_u32(&r, &code) == 0 && get_text(&r, message, sizeof message) == 0 &&
-                                     get_text(&r, where, sizeof where) == 0;
-        else if (kind == KIND_CAPTURE)
-            complete = get_capture(&r, out) == 0;
+    for (int i = 0; i < n && failed < 0; i++) {
+        reader r = {.fd = fds[0]};
+        deadline_in(&r.deadline, limits[i].timeout_s);
+        uint32_t magic = 0, kind = 0;
+        complete = child_error = 0;
+        if (get_u32(&r, &magic) == 0 && magic == MAGIC && get_u32(&r, &kind) == 0) {
+            if (kind == KIND_ERROR)
+                complete = child_error = get_u32(&r, &code) == 0 && get_text(&r, message, sizeof message) == 0 &&
+                                         get_text(&r, where, sizeof where) == 0;
+            else if (kind == KIND_CAPTURE)
+                complete = get_capture(&r, limits[i].max_entries, &out[i]) == 0;
+        }
+        timed_out = r.timed_out;
+        if (!complete || child_error) failed = i;
     }
     close(fds[0]);
-    if (r.timed_out) kill(pid, SIGKILL);
+    fds[0] = -1;
+    if (failed >= 0) kill(pid, SIGKILL); /* a reader that hangs, or one that has more to send */
     int wstatus = 0;
     while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {}
-
-    eq_status st = EQ_OK;
-    if (complete && child_error && code == EQ_ERR_NOMEM) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "%s: reading it needed more than %.0f MB (EQUIV_READ_MEMORY_MB allows more): %s",
-                     path, memory_mb, message);
-    } else if (complete && child_error) {
-        st = raise_child_error(code, message, where);
-    } else if (r.timed_out) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "%s: reading it took over %.0f s (a damaged file makes the HDF5 library loop; "
-                     "EQUIV_READ_TIMEOUT_S allows more)", path, timeout_s);
-    } else if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGXCPU) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "%s: reading it used over %.0f s of CPU (a damaged file makes the HDF5 library "
-                     "loop; EQUIV_READ_TIMEOUT_S allows more)", path, timeout_s);
-    } else if (WIFSIGNALED(wstatus)) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "%s is damaged: the HDF5 library crashed reading it (signal %d, %s): the file is "
-                     "not a dump, or was cut or corrupted, or reading it needed more than %.0f MB "
-                     "(EQUIV_READ_MEMORY_MB allows more)", path, WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)),
-                     memory_mb);
-    } else if (!complete) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "%s is damaged: reading it needed more than %.0f MB or ended early (the HDF5 "
-                     "library was asked for a size the file cannot hold; EQUIV_READ_MEMORY_MB allows more)", path,
-                     memory_mb);
-    }
-    if (st != EQ_OK) eq_capture_free(out);
+    if (failed >= 0)
+        st = read_failure(paths[failed], &limits[failed], complete, child_error, code, message, where, timed_out,
+                          wstatus);
+cleanup:
+    if (fds[0] >= 0) close(fds[0]);
+    if (fds[1] >= 0) close(fds[1]);
+    free(limits);
+    if (st != EQ_OK)
+        for (int i = 0; i < n; i++) eq_capture_free(&out[i]);
     return st;
 }

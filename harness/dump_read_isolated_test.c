@@ -2,7 +2,8 @@
  * pipe is the capture eq_dump_read gives in-process, bit for bit (meta, paths, shapes, data,
  * annotations); an error in the child comes back as the same message at the same place; a child
  * that runs past the deadline or the memory limit is one error naming the file; a non-regular
- * file is refused before any child starts. */
+ * file is refused before any child starts. Many files read by one child (a run's rank files) come
+ * back each as read in-process, and the first that fails is the error. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,42 @@ int main(void)
     expect_error(eq_dump_read_isolated(path, &isolated), "took over", "deadline");
     EQ_EXPECT(isolated.count == 0, "a capture came back from a killed reader");
     unsetenv("EQUIV_READ_TIMEOUT_S");
+
+    /* 4. many files in one reader: each the capture read in-process; the first that fails named,
+     * with its own message, and nothing handed back */
+    {
+        char cut[256];
+        snprintf(cut, sizeof cut, "%s/cut.h5", dir);
+        FILE *in = fopen(path, "rb"), *out = fopen(cut, "wb");
+        char head[4096];
+        size_t got = in != NULL ? fread(head, 1, sizeof head, in) : 0;
+        EQ_EXPECT(out != NULL && got == sizeof head && fwrite(head, 1, got, out) == got, "cannot write %s", cut);
+        if (in != NULL) fclose(in);
+        if (out != NULL) fclose(out);
+        snprintf(bad, sizeof bad, "%s/missing_attr.h5", dir);
+        const char *three[3] = {path, path, path};
+        eq_capture many[3];
+        EQ_EXPECT_OK(eq_dump_read_isolated_many(three, 3, many));
+        EQ_EXPECT_OK(eq_dump_read(path, &direct));
+        for (int i = 0; i < 3; i++) {
+            expect_same(&direct, &many[i]);
+            EQ_EXPECT(eq_capture_find(&many[i], "layers/02/t2") == &many[i].entries[2], "file %d: t2 not found", i);
+            eq_capture_free(&many[i]);
+        }
+        eq_capture_free(&direct);
+        const char *second_bad[3] = {path, bad, path}, *third_cut[3] = {path, path, cut};
+        EQ_EXPECT(eq_dump_read_isolated_many(second_bad, 3, many) == EQ_ERR_INPUT, "dp = 0 in the second file accepted");
+        EQ_EXPECT(strcmp(eq_error_message(), message) == 0, "message '%s', in-process '%s'", eq_error_message(), message);
+        eq_error_clear();
+        EQ_EXPECT(many[0].count == 0 && many[1].count == 0 && many[2].count == 0, "captures handed back on an error");
+        expect_error(eq_dump_read_isolated_many(third_cut, 3, many), "cut.h5 is not a readable HDF5 dump", "cut");
+        const char *with_folder[2] = {path, dir};
+        expect_error(eq_dump_read_isolated_many(with_folder, 2, many), "not a regular file", "a folder among files");
+        setenv("EQUIV_READ_TIMEOUT_S", "0.000001", 1);
+        expect_error(eq_dump_read_isolated_many(three, 3, many), "took over", "deadline of many");
+        unsetenv("EQUIV_READ_TIMEOUT_S");
+        unlink(cut);
+    }
 
     /* 5. not a regular file, and a missing one */
     expect_error(eq_dump_read_isolated(dir, &isolated), "not a regular file", "a folder");

@@ -18,18 +18,14 @@ typedef struct {
     int64_t *dp_offset, *tp_offset; /* [dp], [tp]: the shard's start along dp_dim / tp_dim */
 } layout_plan;
 
-/* The rank of world position (dp_rank, tp_rank), or -1. */
-static int rank_at(const eq_capture *ranks, int n, int dp_rank, int tp_rank)
+/* Every rank present once, all of one world; at[dp_rank * tp + tp_rank] is set to the rank file
+ * (index into ranks) at each place of the world (dp x tp entries, the caller's). */
+static eq_status check_world(const eq_capture *ranks, const char *const *names, int n, int **at_out)
 {
-    for (int r = 0; r < n; r++)
-        if (ranks[r].meta.dp_rank == dp_rank && ranks[r].meta.tp_rank == tp_rank) return r;
-    return -1;
-}
-
-/* Every rank present once, all of one world. */
-static eq_status check_world(const eq_capture *ranks, const char *const *names, int n)
-{
+    eq_status st = EQ_OK;
     const eq_run_meta *m0 = &ranks[0].meta;
+    int *at = NULL, *by_rank = NULL;
+    *at_out = NULL;
     for (int r = 0; r < n; r++) {
         const eq_run_meta *m = &ranks[r].meta;
         if (!m->has_rank)
@@ -42,24 +38,50 @@ static eq_status check_world(const eq_capture *ranks, const char *const *names, 
             return EQ_FAIL(EQ_ERR_INPUT, "%s: step %lld, dtype %s, but %s says step %lld, dtype %s (one step of one "
                            "run per directory)", names[r], (long long)m->step, eq_dtype_name(m->dtype), names[0],
                            (long long)m0->step, eq_dtype_name(m0->dtype));
-        for (int q = 0; q < r; q++) {
-            const eq_run_meta *o = &ranks[q].meta;
-            if (o->rank == m->rank || (o->dp_rank == m->dp_rank && o->tp_rank == m->tp_rank))
-                return EQ_FAIL(EQ_ERR_INPUT, "%s and %s are both rank %d (dp_rank %d, tp_rank %d)", names[q], names[r],
-                               m->rank, m->dp_rank, m->tp_rank);
+    }
+    /* eq_dump_read has checked each file's world (world_size = dp x tp, its ranks inside it) */
+    if (m0->dp < 1 || m0->tp < 1 || (int64_t)m0->dp * m0->tp != (int64_t)m0->world_size)
+        return EQ_FAIL(EQ_ERR_INPUT, "%s: world_size %d is not dp x tp = %d x %d", names[0], m0->world_size, m0->dp,
+                       m0->tp);
+    at = malloc((size_t)m0->world_size * sizeof *at);
+    by_rank = malloc((size_t)m0->world_size * sizeof *by_rank);
+    if (at == NULL || by_rank == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for a world of %d ranks", m0->world_size);
+        goto cleanup;
+    }
+    for (int i = 0; i < m0->world_size; i++) at[i] = by_rank[i] = -1;
+    for (int r = 0; r < n; r++) {
+        const eq_run_meta *m = &ranks[r].meta;
+        if (m->rank < 0 || m->rank >= m0->world_size || m->dp_rank < 0 || m->dp_rank >= m0->dp || m->tp_rank < 0 ||
+            m->tp_rank >= m0->tp) {
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s: rank %d (dp_rank %d, tp_rank %d) is outside its world of %d (dp %d x tp "
+                         "%d)", names[r], m->rank, m->dp_rank, m->tp_rank, m0->world_size, m0->dp, m0->tp);
+            goto cleanup;
         }
+        int *place = &at[m->dp_rank * m0->tp + m->tp_rank];
+        if (by_rank[m->rank] >= 0 || *place >= 0) {
+            /* the first file that holds this rank or this place */
+            int q = by_rank[m->rank] < 0 ? *place : *place < 0 ? by_rank[m->rank]
+                                                               : *place < by_rank[m->rank] ? *place : by_rank[m->rank];
+            st = EQ_FAIL(EQ_ERR_INPUT, "%s and %s are both rank %d (dp_rank %d, tp_rank %d)", names[q], names[r],
+                         m->rank, m->dp_rank, m->tp_rank);
+            goto cleanup;
+        }
+        by_rank[m->rank] = *place = r;
     }
     if (n != m0->world_size) {
-        int missing = -1;
-        for (int want = 0; want < m0->world_size && missing < 0; want++) {
-            int have = 0;
-            for (int r = 0; r < n; r++) have |= ranks[r].meta.rank == want;
-            if (!have) missing = want;
-        }
-        return EQ_FAIL(EQ_ERR_INPUT, "%s: a run of %d ranks (dp %d x tp %d) but %d file%s: rank %d is missing", names[0],
-                       m0->world_size, m0->dp, m0->tp, n, n == 1 ? "" : "s", missing);
+        int missing = 0;
+        while (missing < m0->world_size && by_rank[missing] >= 0) missing++;
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: a run of %d ranks (dp %d x tp %d) but %d file%s: rank %d is missing", names[0],
+                     m0->world_size, m0->dp, m0->tp, n, n == 1 ? "" : "s", missing);
+        goto cleanup;
     }
-    return EQ_OK;
+    *at_out = at;
+    at = NULL;
+cleanup:
+    free(at);
+    free(by_rank);
+    return st;
 }
 
 /* The same tensor on another rank: same role, sharding, dtype and rank of shape. */
@@ -79,8 +101,8 @@ static eq_status check_same_kind(const eq_capture_entry *a, const char *a_file, 
 
 /* Sizes along a split dimension: every shard of one group rank must have the same extent there
  * (the other group's ranks hold the same slice), and the offsets are the prefix sums. */
-static eq_status plan_split(const eq_capture *ranks, const char *const *names, int n, int entry, int dim, int over_dp,
-                            int group, int64_t *offsets, int64_t *total)
+static eq_status plan_split(const eq_capture *ranks, const char *const *names, const int *at, int entry, int dim,
+                            int over_dp, int group, int64_t *offsets, int64_t *total)
 {
     const eq_run_meta *m0 = &ranks[0].meta;
     int other = over_dp ? m0->tp : m0->dp;
@@ -88,7 +110,7 @@ static eq_status plan_split(const eq_capture *ranks, const char *const *names, i
     for (int g = 0; g < group; g++) {
         int64_t extent = -1;
         for (int o = 0; o < other; o++) {
-            int r = over_dp ? rank_at(ranks, n, g, o) : rank_at(ranks, n, o, g);
+            int r = over_dp ? at[g * m0->tp + o] : at[o * m0->tp + g];
             int64_t e = ranks[r].entries[entry].tensor.shape[dim];
             if (extent >= 0 && e != extent)
                 return EQ_FAIL(EQ_ERR_INPUT, "dataset %s: %s holds %lld along dim %d, another rank of %s rank %d holds "
@@ -153,8 +175,9 @@ static eq_status check_replica(eq_capture *out, const eq_capture_entry *have, co
                                   mw->rank, mw->dp_rank, mw->tp_rank, (long long)differ, (long long)n, max_abs);
 }
 
-/* Assembles entry i (present on every rank, checked) into out. */
-static eq_status assemble_entry(const eq_capture *ranks, const char *const *names, int n, int i, eq_capture *out)
+/* Assembles entry i (present on every rank, checked) into out; at places the ranks (check_world). */
+static eq_status assemble_entry(const eq_capture *ranks, const char *const *names, int n, const int *at, int i,
+                                eq_capture *out)
 {
     eq_status st = EQ_OK;
     const eq_run_meta *m0 = &ranks[0].meta;
@@ -179,16 +202,16 @@ static eq_status assemble_entry(const eq_capture *ranks, const char *const *name
             }
     }
     if (e0->shard.dp_dim >= 0)
-        EQ_TRY(plan_split(ranks, names, n, i, e0->shard.dp_dim, 1, m0->dp, dp_off, &shape[e0->shard.dp_dim]));
+        EQ_TRY(plan_split(ranks, names, at, i, e0->shard.dp_dim, 1, m0->dp, dp_off, &shape[e0->shard.dp_dim]));
     if (e0->shard.tp_dim >= 0)
-        EQ_TRY(plan_split(ranks, names, n, i, e0->shard.tp_dim, 0, m0->tp, tp_off, &shape[e0->shard.tp_dim]));
+        EQ_TRY(plan_split(ranks, names, at, i, e0->shard.tp_dim, 0, m0->tp, tp_off, &shape[e0->shard.tp_dim]));
     EQ_TRY(eq_tensor_init(&full, e0->tensor.dtype, e0->tensor.ndim, shape));
     for (int r = 0; r < n; r++) {
         const eq_run_meta *m = &ranks[r].meta;
         const eq_capture_entry *e = &ranks[r].entries[i];
         /* the copy this rank's shard must equal: rank 0 of every group the tensor is replicated over */
         int dp_copy = e0->shard.dp_dim >= 0 ? m->dp_rank : 0, tp_copy = e0->shard.tp_dim >= 0 ? m->tp_rank : 0;
-        int q = rank_at(ranks, n, dp_copy, tp_copy);
+        int q = at[dp_copy * m0->tp + tp_copy];
         if (q != r) {
             int *reported = m->dp_rank != dp_copy ? &reported_dp : &reported_tp;
             EQ_TRY(check_replica(out, e, &ranks[q].entries[i], m, &ranks[q].meta, reported));
@@ -217,9 +240,10 @@ cleanup:
 eq_status eq_run_assemble(const eq_capture *ranks, const char *const *names, int n, eq_capture *out)
 {
     eq_status st = EQ_OK;
+    int *at = NULL;
     eq_capture_init(out);
     if (n < 1) return EQ_FAIL(EQ_ERR_INPUT, "no rank files to assemble");
-    EQ_TRY(check_world(ranks, names, n));
+    EQ_TRY(check_world(ranks, names, n, &at));
     /* the same tensors in the same order on every rank (rank files are read in one order) */
     for (int r = 1; r < n; r++) {
         if (ranks[r].count != ranks[0].count) {
@@ -247,8 +271,9 @@ eq_status eq_run_assemble(const eq_capture *ranks, const char *const *names, int
     out->meta = ranks[0].meta;
     out->meta.has_rank = 0;
     out->meta.rank = out->meta.dp_rank = out->meta.tp_rank = 0;
-    for (int i = 0; i < ranks[0].count; i++) EQ_TRY(assemble_entry(ranks, names, n, i, out));
+    for (int i = 0; i < ranks[0].count; i++) EQ_TRY(assemble_entry(ranks, names, n, at, i, out));
 cleanup:
+    free(at);
     if (st != EQ_OK) eq_capture_free(out);
     return st;
 }
@@ -353,9 +378,21 @@ static eq_status single_file(const char *path, eq_capture *cap, eq_capture *out)
     return st;
 }
 
-eq_status eq_run_load(const char *path, eq_capture *out) { return eq_run_load_with(path, eq_dump_read_isolated, out); }
+/* Reads n files into caps (n of them), by read_many where given (one reader process for all),
+ * else one by one with read. */
+typedef eq_status (*dump_reader_many)(const char *const *paths, int n, eq_capture *out);
+static eq_status read_files(const char *const *paths, int n, eq_dump_reader read, dump_reader_many read_many,
+                            eq_capture *caps)
+{
+    if (read_many != NULL) return read_many(paths, n, caps);
+    for (int i = 0; i < n; i++) {
+        eq_status st = read(paths[i], &caps[i]);
+        if (st != EQ_OK) return st;
+    }
+    return EQ_OK;
+}
 
-eq_status eq_run_load_with(const char *path, eq_dump_reader read, eq_capture *out)
+static eq_status load(const char *path, eq_dump_reader read, dump_reader_many read_many, eq_capture *out)
 {
     eq_status st = EQ_OK;
     struct stat sb;
@@ -382,7 +419,7 @@ eq_status eq_run_load_with(const char *path, eq_dump_reader read, eq_capture *ou
         st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the %d rank files of %s", n, path);
         goto cleanup;
     }
-    for (int i = 0; i < n; i++) EQ_TRY(read(paths[i], &ranks[i]));
+    EQ_TRY(read_files((const char *const *)paths, n, read, read_many, ranks));
     if (n == 1) {
         st = single_file(paths[0], &ranks[0], out);
         goto cleanup;
@@ -403,3 +440,10 @@ cleanup:
     free(paths);
     return st;
 }
+
+eq_status eq_run_load(const char *path, eq_capture *out)
+{
+    return load(path, eq_dump_read_isolated, eq_dump_read_isolated_many, out);
+}
+
+eq_status eq_run_load_with(const char *path, eq_dump_reader read, eq_capture *out) { return load(path, read, NULL, out); }

@@ -145,6 +145,9 @@ static void test_refused(void)
     ranks[3].meta.dp_rank = 0, ranks[3].meta.tp_rank = 1;
     expect_fails(ranks, WORLD, "r1.h5 and r3.h5 are both");
     ranks[3].meta.dp_rank = 1;
+    ranks[3].meta.rank = 1; /* the place of rank 3, the number of rank 1 */
+    expect_fails(ranks, WORLD, "r1.h5 and r3.h5 are both rank 1 (dp_rank 1, tp_rank 1)");
+    ranks[3].meta.rank = 3;
     ranks[1].entries[0].shard.tp_dim = -1; /* one rank says the activation is replicated over tp */
     expect_fails(ranks, WORLD, "dataset layers/00/act: r0.h5 and r1.h5 disagree");
     ranks[1].entries[0].shard.tp_dim = 1;

@@ -30,6 +30,13 @@ static int larger_first(const void *a, const void *b)
     return (na->first > nb->first) - (na->first < nb->first);
 }
 
+static int by_name_then_first(const void *a, const void *b)
+{
+    const tensor_name *na = a, *nb = b;
+    int order = strcmp(na->name, nb->name);
+    return order != 0 ? order : (na->first > nb->first) - (na->first < nb->first);
+}
+
 /* A tolerance drawn as one horizontal line: absolute, without a relative part. */
 static int tolerance_is_flat(const eq_tolerance *tol) { return tol->atol_scale == EQ_ATOL_ABSOLUTE && tol->rtol == 0.0; }
 
@@ -81,14 +88,19 @@ static eq_status write_plot(FILE *out, const eq_comparison *c, eq_role role, con
     }
     /* Gradients are judged by their own entry (eq_compare_captures_by_role): draw that one. */
     const eq_tolerance *tol = role == EQ_ROLE_GRAD && c->grad_tol.name[0] != '\0' ? &c->grad_tol : &c->tol;
-    int n_names = 0;
+    /* the role's results sorted by name (then position), so each name's results are a run: n log n
+     * where a search of the names so far was quadratic in a capture of many names */
+    int n_names = 0, n_role = 0;
     for (int i = 0; i < c->count; i++) {
         const eq_tensor_result *r = &c->results[i];
-        if (r->role != role) continue;
-        int k = 0;
-        while (k < n_names && strcmp(names[k].name, r->name) != 0) k++;
-        if (k == n_names) names[n_names++] = (tensor_name){r->name, 0.0, i};
-        names[k].worst = fmax(names[k].worst, r->m.max_abs);
+        if (r->role == role) names[n_role++] = (tensor_name){r->name, fmax(0.0, r->m.max_abs), i};
+    }
+    qsort(names, (size_t)n_role, sizeof *names, by_name_then_first);
+    for (int i = 0; i < n_role; i++) {
+        if (n_names > 0 && strcmp(names[n_names - 1].name, names[i].name) == 0)
+            names[n_names - 1].worst = fmax(names[n_names - 1].worst, names[i].worst);
+        else
+            names[n_names++] = names[i];
     }
     qsort(names, (size_t)n_names, sizeof *names, larger_first);
     int n_shown = n_names < MAX_PLOTTED_NAMES ? n_names : MAX_PLOTTED_NAMES, n_marked = 0;

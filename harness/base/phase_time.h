@@ -36,7 +36,9 @@
  * their own may run OpenBLAS's threads: then only the calling thread's share is counted.)
  *
  * The file: {"wall_s": S, "gemm_flops": F, "blas_cpu_seconds": B, "phases": {"inputs": {"seconds": S, "cpu_seconds": C,
- * "count": N}, ...}} with every phase present, written once at exit. */
+ * "count": N}, ...}} with every phase present, written once: by a command that succeeded just
+ * before its report goes to standard output and --out is moved into place (so an unwritable table
+ * fails the command whole; harness/driver/commands.h eq_cmd_finish), else at exit. */
 #ifndef EQUIV_HARNESS_BASE_PHASE_TIME_H
 #define EQUIV_HARNESS_BASE_PHASE_TIME_H
 

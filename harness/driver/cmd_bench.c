@@ -5,11 +5,18 @@
  * memory alone. The child keeps its phase table (EQUIV_PHASE_TIMES, harness/base/phase_time.h): the
  * parent turns it into shares of the child's wall time as the parent saw it (process start and
  * exit included, under "other"). Before the workloads, an OpenBLAS SGEMM on a large square with
- * every worker thread gives this machine's fp32 GEMM peak, the yardstick of the GEMM rates. */
+ * every worker thread gives this machine's fp32 GEMM peak, the yardstick of the GEMM rates.
+ *
+ * Stopped by SIGINT, SIGTERM or SIGHUP (`timeout` sends SIGTERM to this process alone), the bench
+ * passes the signal on to the running child's process group (its own: the child and any reader it
+ * started), waits for it, removes its scratch folder and --out's private folder, and then ends by
+ * the signal: a child left running kept writing hundreds of MB into a scratch folder no one
+ * removed. */
 #define _DEFAULT_SOURCE /* wait4: the rusage of one child */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +34,7 @@
 #include "harness/base/openblas.h"
 #include "harness/base/parallel.h"
 #include "harness/base/phase_time.h"
+#include "harness/base/signal_chain.h"
 
 #define MAX_CHILD_ARGS 16
 
@@ -129,6 +137,21 @@ cleanup:
     return st;
 }
 
+/* ---- a signal that stops the bench ---- */
+
+static eq_signal_chain chain;
+static volatile sig_atomic_t stop_signal; /* the signal that stops the bench, 0 while none has */
+static volatile sig_atomic_t running_child; /* the workload's pid (and process group), 0 when none runs */
+
+/* Notes the signal and passes it on to the running child; the bench stops where it next looks. */
+static void on_signal(int sig, siginfo_t *info, void *context)
+{
+    (void)info;
+    (void)context;
+    if (stop_signal == 0) stop_signal = sig;
+    if (running_child > 0) kill(-(pid_t)running_child, sig);
+}
+
 /* Removes dir and everything under it (what a child's --out holds: files, and the private
  * folder a failed run may leave). */
 static void remove_tree(const char *dir)
@@ -226,6 +249,7 @@ static eq_status run_workload(const workload *w, int quick, const char *scratch,
     const pid_t pid = fork();
     if (pid < 0) return EQ_FAIL(EQ_ERR_BACKEND, "workload %s: fork: %s", w->name, strerror(errno));
     if (pid == 0) {
+        setpgid(0, 0); /* its own process group, which a signal to the bench is passed on to */
         const int null_fd = open("/dev/null", O_WRONLY), err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (null_fd < 0 || err_fd < 0 || dup2(null_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0 ||
             setenv("EQUIV_PHASE_TIMES", table, 1) != 0)
@@ -233,12 +257,17 @@ static eq_status run_workload(const workload *w, int quick, const char *scratch,
         execv(self, (char *const *)argv);
         _exit(127);
     }
+    setpgid(pid, pid); /* as the child does: whichever runs first */
+    running_child = pid;
+    if (stop_signal != 0) kill(-pid, stop_signal); /* a signal that came before running_child was set */
     int status = 0;
     struct rusage ru;
     pid_t got;
     while ((got = wait4(pid, &status, 0, &ru)) < 0 && errno == EINTR) continue;
+    running_child = 0;
     r->wall_s = now_s() - t0;
     remove_tree(out_dir);
+    if (stop_signal != 0) return EQ_FAIL(EQ_ERR_BACKEND, "bench stopped by signal %d", (int)stop_signal);
     if (got < 0) return EQ_FAIL(EQ_ERR_BACKEND, "workload %s: wait4: %s", w->name, strerror(errno));
     char why[1024];
     last_line(err_path, why, sizeof why);
@@ -347,6 +376,7 @@ eq_status eq_cmd_bench(const eq_cli *cli)
         goto cleanup;
     }
     EQ_TRY(eq_out_open(&out, cli->out_dir));
+    eq_signal_chain_arm(&chain, on_signal); /* after eq_out_open's: this one runs first */
     const char *tmp = getenv("TMPDIR");
     snprintf(scratch, sizeof scratch, "%s/equiv-bench.XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
     if (mkdtemp(scratch) == NULL) {
@@ -364,12 +394,16 @@ eq_status eq_cmd_bench(const eq_cli *cli)
     print_table_header();
     fflush(stdout); /* before the children's progress lines (-v) on standard error */
     for (int i = 0; i < N_WORKLOADS; i++) {
-        if (!picked[i]) continue;
+        if (!picked[i] || stop_signal != 0) continue;
         if (cli->verbose) fprintf(stderr, "equiv: bench: running %s\n", workloads[i].name);
         bench_result r;
         EQ_TRY(run_workload(&workloads[i], cli->quick, scratch, self, &r));
         print_table_row(workloads[i].name, &r, &peak);
         json_array_append_new(results, result_json(&workloads[i], cli->quick, &r, &peak));
+    }
+    if (stop_signal != 0) { /* before a workload: nothing more is written */
+        st = EQ_FAIL(EQ_ERR_BACKEND, "bench stopped by signal %d", (int)stop_signal);
+        goto cleanup;
     }
 
     if (eq_out_active(&out)) {
@@ -390,9 +424,15 @@ eq_status eq_cmd_bench(const eq_cli *cli)
         EQ_TRY(eq_out_commit(&out));
     }
 cleanup:
+    eq_signal_chain_disarm(&chain); /* first: the handler armed before it (eq_out_open's) comes back */
     eq_out_discard(&out);
     if (scratch[0] != '\0') remove_tree(scratch);
     json_decref(results);
     json_decref(report);
+    if (stop_signal != 0) { /* everything removed: now end as the signal would have */
+        fflush(NULL);
+        signal(stop_signal, SIG_DFL);
+        raise(stop_signal);
+    }
     return st;
 }

@@ -38,6 +38,7 @@ eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected)
     eq_paths paths;
     eq_matrix m;
     eq_out out = {0};
+    eq_console console = {0};
     eq_progress progress;
     memset(&m, 0, sizeof m);
     eq_paths_resolve(cli, &paths);
@@ -53,17 +54,20 @@ eq_status eq_cmd_matrix(const eq_cli *cli, int *n_unexpected)
         EQ_TRY(write_file(&out, "matrix.json", eq_matrix_json, &m));
         EQ_TRY(write_file(&out, "matrix.html", eq_matrix_html, &m));
         EQ_TRY(write_file(&out, "report.json", write_report_json, &m));
-        EQ_TRY(eq_out_commit(&out));
     }
+    EQ_TRY(eq_console_open(&console));
     switch (cli->format) {
-    case EQ_FORMAT_JSON: st = eq_matrix_json(stdout, &m); break;
-    case EQ_FORMAT_HTML: st = eq_matrix_html(stdout, &m); break;
-    case EQ_FORMAT_MARKDOWN: st = eq_matrix_markdown(stdout, &m); break;
+    case EQ_FORMAT_JSON: st = eq_matrix_json(console.fp, &m); break;
+    case EQ_FORMAT_HTML: st = eq_matrix_html(console.fp, &m); break;
+    case EQ_FORMAT_MARKDOWN: st = eq_matrix_markdown(console.fp, &m); break;
     }
+    if (st != EQ_OK) goto cleanup;
+    EQ_TRY(eq_cmd_finish(&console, &out)); /* the summary printed, then --out moved into place */
     *n_unexpected = eq_matrix_unexpected_cells(&m);
 cleanup:
     eq_progress_free(&progress);
     eq_out_discard(&out);
+    eq_console_free(&console);
     eq_matrix_free(&m);
     return st;
 }

@@ -38,8 +38,47 @@ void eq_paths_resolve(const eq_cli *cli, eq_paths *p)
     snprintf(p->golden_dir, sizeof p->golden_dir, "%s/golden/envelopes", home);
 }
 
-/* Reports to standard output, and with --out also report.md, report.json, report.html. */
-static eq_status write_reports(const eq_cli *cli, eq_out *out, const eq_comparison *cmps, int n)
+eq_status eq_console_open(eq_console *c)
+{
+    memset(c, 0, sizeof *c);
+    c->fp = open_memstream(&c->text, &c->len);
+    return c->fp != NULL ? EQ_OK : EQ_FAIL(EQ_ERR_NOMEM, "no memory for the report");
+}
+
+eq_status eq_console_close(eq_console *c)
+{
+    if (c->fp == NULL) return EQ_OK;
+    const int failed = fclose(c->fp) != 0;
+    c->fp = NULL;
+    return failed ? EQ_FAIL(EQ_ERR_NOMEM, "no memory for the report") : EQ_OK;
+}
+
+void eq_console_free(eq_console *c)
+{
+    if (c->fp != NULL) fclose(c->fp);
+    free(c->text);
+    memset(c, 0, sizeof *c);
+}
+
+eq_status eq_cmd_finish(eq_console *c, eq_out *out)
+{
+    eq_status st = EQ_OK;
+    EQ_TRY(eq_console_close(c));
+    EQ_TRY(eq_phase_times_finish());
+    const int written = c->len == 0 || fwrite(c->text, 1, c->len, stdout) == c->len;
+    const int flushed = fflush(stdout) == 0;
+    if (!written || !flushed || ferror(stdout)) {
+        st = EQ_FAIL(EQ_ERR_IO, "cannot write to standard output: %s", strerror(errno));
+        goto cleanup;
+    }
+    if (out != NULL) EQ_TRY(eq_out_commit(out));
+cleanup:
+    return st;
+}
+
+/* Reports to console (the console's format), and with --out also report.md, report.json,
+ * report.html. */
+static eq_status write_reports(const eq_cli *cli, eq_out *out, FILE *console, const eq_comparison *cmps, int n)
 {
     eq_status st = EQ_OK;
     typedef eq_status (*writer)(FILE *fp, const eq_comparison *cmps, int n);
@@ -50,11 +89,10 @@ static eq_status write_reports(const eq_cli *cli, eq_out *out, const eq_comparis
     eq_atomic_file af = {0};
     const eq_phase_mark mark = eq_phase_enter(EQ_PHASE_REPORT);
     switch (cli->format) {
-    case EQ_FORMAT_JSON: st = eq_report_json(stdout, cmps, n); break;
-    case EQ_FORMAT_HTML: st = eq_report_html(stdout, cmps, n); break;
-    case EQ_FORMAT_MARKDOWN: st = eq_report_markdown(stdout, cmps, n); break;
+    case EQ_FORMAT_JSON: st = eq_report_json(console, cmps, n); break;
+    case EQ_FORMAT_HTML: st = eq_report_html(console, cmps, n); break;
+    case EQ_FORMAT_MARKDOWN: st = eq_report_markdown(console, cmps, n); break;
     }
-    fflush(stdout);
     if (st != EQ_OK || !eq_out_active(out)) goto cleanup;
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char path[4400];
@@ -317,6 +355,7 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     eq_capture distributed[EQ_DTYPE_COUNT]; /* --comm mpi: the layout's runs, one per dtype */
     eq_world world = {0};
     eq_out out = {0};
+    eq_console console = {0};
     eq_progress progress; /* rank 0's, from the first run on */
     eq_progress_init(&progress, stderr, EQ_PROGRESS_OFF, NULL, NULL);
     int n_cmps = 0, have_world = 0;
@@ -335,14 +374,16 @@ eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected)
     if (root) EQ_TRY(judge_cells(cli, &out, plan, have_world ? distributed : NULL, cmps, &n_cmps));
     eq_progress_clear(&progress); /* the report starts on a line of its own */
     if (root) {
-        EQ_TRY(write_reports(cli, &out, cmps, n_cmps));
-        EQ_TRY(eq_out_commit(&out));
+        EQ_TRY(eq_console_open(&console));
+        EQ_TRY(write_reports(cli, &out, console.fp, cmps, n_cmps));
+        EQ_TRY(eq_cmd_finish(&console, &out));
         *n_unexpected = eq_report_unexpected(cmps, n_cmps);
     }
     if (have_world) EQ_TRY(eq_world_share_int(&world, n_unexpected)); /* rank 0's verdict everywhere */
 cleanup:
     eq_progress_free(&progress); /* the line wiped before main's error line */
     eq_out_discard(&out); /* a failure leaves nothing in --out */
+    eq_console_free(&console);
     if (have_world) st = eq_world_finish(&world, st); /* one outcome on every rank, printed once */
     for (int i = 0; i < n_cmps; i++) eq_comparison_free(&cmps[i]);
     for (int i = 0; i < EQ_DTYPE_COUNT; i++) eq_capture_free(&distributed[i]);
@@ -356,34 +397,27 @@ eq_status eq_cmd_diff(const eq_cli *cli, int *n_unexpected)
     eq_status st = EQ_OK;
     eq_atomic_file comment = {0};
     eq_out out = {0};
+    eq_console console = {0};
     eq_diff_options opt = eq_diff_options_default();
     opt.growth = cli->growth;
-    /* The comment is built whole before anything is printed, so an input error prints nothing. */
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    if (mem == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the diff");
-    st = eq_report_diff(cli->compare_paths[0], cli->compare_paths[1], &opt, mem, n_unexpected);
-    if (fclose(mem) != 0 && st == EQ_OK) st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the diff");
-    if (st != EQ_OK) goto cleanup;
-    /* printed first, so that a comment standard output lost writes no --out either */
-    if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0 || ferror(stdout)) {
-        st = EQ_FAIL(EQ_ERR_IO, "cannot write the diff comment to standard output: %s", strerror(errno));
-        goto cleanup;
-    }
+    /* The comment is built whole, and written to --out, before anything is printed: an input error
+     * or a full disk prints nothing. */
+    EQ_TRY(eq_console_open(&console));
+    EQ_TRY(eq_report_diff(cli->compare_paths[0], cli->compare_paths[1], &opt, console.fp, n_unexpected));
+    EQ_TRY(eq_console_close(&console));
     if (cli->out_dir != NULL) {
         char path[4400];
         EQ_TRY(eq_out_open(&out, cli->out_dir));
         EQ_TRY(eq_out_path(&out, "comment.md", path, sizeof path));
         EQ_TRY(eq_atomic_begin(&comment, path, 1));
-        fwrite(text, 1, len, comment.fp);
+        fwrite(console.text, 1, console.len, comment.fp);
         EQ_TRY(eq_atomic_commit(&comment));
-        EQ_TRY(eq_out_commit(&out));
     }
+    EQ_TRY(eq_cmd_finish(&console, &out));
 cleanup:
     eq_atomic_abort(&comment);
     eq_out_discard(&out);
-    free(text);
+    eq_console_free(&console);
     return st;
 }
 
@@ -449,6 +483,7 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     eq_capture ref = {0}, test = {0}, truth = {0};
     eq_comparison cmp = {0};
     eq_out out = {0};
+    eq_console console = {0};
     int have_cmp = 0;
     eq_tolerance tol, grad_tol;
     eq_progress progress; /* big dumps take a while to read and compare */
@@ -514,12 +549,14 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
                            &cmp));
     have_cmp = 1;
     eq_progress_clear(&progress); /* the report starts on a line of its own */
-    EQ_TRY(write_reports(cli, &out, &cmp, 1));
-    EQ_TRY(eq_out_commit(&out));
+    EQ_TRY(eq_console_open(&console));
+    EQ_TRY(write_reports(cli, &out, console.fp, &cmp, 1));
+    EQ_TRY(eq_cmd_finish(&console, &out));
     *n_unexpected = eq_report_unexpected(&cmp, 1);
 cleanup:
     eq_progress_free(&progress);
     eq_out_discard(&out);
+    eq_console_free(&console);
     if (have_cmp) eq_comparison_free(&cmp);
     eq_capture_free(&ref);
     eq_capture_free(&test);

@@ -3,7 +3,11 @@
 #ifndef EQUIV_HARNESS_DRIVER_COMMANDS_H
 #define EQUIV_HARNESS_DRIVER_COMMANDS_H
 
+#include <stddef.h>
+#include <stdio.h>
+
 #include "harness/driver/cli.h"
+#include "harness/driver/out_dir.h"
 
 /* Where a command finds its inputs: --cases-dir and --tolerances, else under $EQUIV_HOME, else
  * under the source tree this binary was built from. golden/envelopes has no option. */
@@ -14,6 +18,24 @@ typedef struct {
 } eq_paths;
 
 void eq_paths_resolve(const eq_cli *cli, eq_paths *p);
+
+/* What a command prints on standard output, held in memory (fp, an open_memstream) until the
+ * command has done everything else that can fail: a command that fails prints nothing there. */
+typedef struct {
+    FILE *fp;   /* write the report here; NULL once closed */
+    char *text; /* what was written, once closed */
+    size_t len;
+} eq_console;
+
+eq_status eq_console_open(eq_console *c);
+/* Closes fp (text and len then hold what was written); closing a closed console does nothing. */
+eq_status eq_console_close(eq_console *c);
+void eq_console_free(eq_console *c);
+/* The end of a command that has succeeded so far, in the order that keeps it all or nothing: the
+ * phase table (EQUIV_PHASE_TIMES), then the console's text on standard output (flushed, and a
+ * failed write an error), then --out moved into place (out may be NULL or not active). At the
+ * first failure nothing after it happens, and the caller's eq_out_discard removes --out. */
+eq_status eq_cmd_finish(eq_console *c, eq_out *out);
 
 eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected);
 eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected);
