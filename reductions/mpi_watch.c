@@ -418,7 +418,7 @@ static void on_signal(int sig, siginfo_t *info, void *context)
         }
     }
     /* then as the signal would have ended the process without us (harness/base/signal_chain.h) */
-    eq_signal_chain_pass_on(&chain, sig);
+    eq_signal_chain_pass_on(&chain, sig, info, context);
 }
 
 /* ---- Start and stop. ---- */

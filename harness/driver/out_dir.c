@@ -69,11 +69,9 @@ static void remove_created_dirs(const char *path, int levels)
 
 static void on_signal(int sig, siginfo_t *info, void *context)
 {
-    (void)info;
-    (void)context;
     if (active_temp[0] != '\0') remove_flat_dir_signal_safe(active_temp);
     if (active_created_dirs > 0) remove_created_dirs(active_dir, active_created_dirs);
-    eq_signal_chain_pass_on(&chain, sig); /* then as the signal would have ended the process */
+    eq_signal_chain_pass_on(&chain, sig, info, context); /* then as the signal would have ended the process */
 }
 
 static void disarm(void)
