@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "equiv_config.h"
+#include "harness/base/exit_cleanup.h"
 
 #if EQUIV_HAVE_MPI
 #include <mpi.h>
@@ -239,6 +240,7 @@ void eq_world_abort(const eq_world *w)
         fprintf(stderr, "equiv: error: rank %d: %s [%s]\n", w->rank, eq_error_message(), eq_error_where());
         fflush(stderr);
     }
+    eq_exit_cleanup_run(); /* rank 0's --out private folder: MPI_Abort returns to no cleanup */
     MPI_Abort(MPI_COMM_WORLD, 2);
     exit(2); /* not reached */
 }
@@ -292,6 +294,7 @@ void eq_world_abort(const eq_world *w)
 {
     (void)w;
     fprintf(stderr, "equiv: error: %s [%s]\n", eq_error_message(), eq_error_where());
+    eq_exit_cleanup_run();
     exit(2);
 }
 
