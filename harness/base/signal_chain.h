@@ -4,7 +4,8 @@
  * and the MPI watch (reductions/mpi_watch.c), which chain: whichever is armed later runs first.
  *
  *   static eq_signal_chain chain;
- *   static void on_signal(int sig, siginfo_t *info, void *ctx) { ...; eq_signal_chain_pass_on(&chain, sig, info, ctx); }
+ *   static void on_signal(int sig, siginfo_t *info, void *ctx)
+ *   { ...; eq_signal_chain_pass_on(&chain, sig, info, ctx); }
  *   eq_signal_chain_arm(&chain, on_signal);
  *
  * The handler before gets the signal as it came (its sender's pid in info->si_pid), not a copy this
