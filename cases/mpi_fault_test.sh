@@ -211,19 +211,23 @@ leftovers_stopped | leftovers_launcher)
     limit_now=60 tries=10 left=0 took=""
     [ "$part" = leftovers_stopped ] && limit_now=1
     export EQUIV_COLLECTIVE_TIMEOUT_S=$limit_now
-    # a run that cannot end by itself before the fault takes effect (mpirun ends the ranks 1 s
-    # after its own SIGTERM): rank 0 alone for seconds after the layout's run
-    with_seq 6144
+    # A run that cannot end by itself before the fault takes effect. Stopped: rank 2 is stopped
+    # within about 10 ms of rank 0's private folder, before its part of the layout's run (0.2 s
+    # at seq 3072) reaches a collective. The launcher: mpirun ends the ranks 1 s after its own
+    # SIGTERM, and rank 0 is alone for seconds after the layout's run at seq 6144 with --truth.
+    with_seq 3072
     extra=()
-    [ "$part" = leftovers_launcher ] && extra=(--truth)
+    [ "$part" = leftovers_launcher ] && with_seq 6144 && extra=(--truth)
     for ((t = 1; t <= tries; t++)); do
         out="$work/$part-$t" s0=$EPOCHREALTIME # a name of its own: a leftover of another try must not count
         start 4 "${wait_args[@]}" --tp 4 "${extra[@]}" --out "$out"
-        until_private_folder "$out" || { bad "try $t: rank 0's private folder never appeared in $out:"; cat "$work/err.txt"; }
         if [ "$part" = leftovers_stopped ]; then
             rank=2
             victim=$(rank_pid 2) || { bad "rank 2 never armed its watch"; exit 1; }
             pid=$victim
+        fi
+        until_private_folder "$out" || { bad "try $t: rank 0's private folder never appeared in $out:"; cat "$work/err.txt"; }
+        if [ "$part" = leftovers_stopped ]; then
             kill -STOP "$pid"
         else
             sig=TERM
