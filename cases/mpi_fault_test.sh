@@ -13,14 +13,15 @@
 #   killed_root   kill -9 of rank 0 while the others wait for its reference: one line naming rank 0.
 #   stopped       kill -STOP of rank 2 mid-run, $limit s limit: one line naming rank 2 as stopped, exit 2.
 #   stopped_root  kill -STOP of rank 0 while the others wait for its reference: one line naming it.
-#   leftovers_stopped   10 tries with --out: kill -STOP of rank 2 as soon as rank 0's private folder
-#                 (.equiv-tmp.*) is in --out, 1 s limit: exit status 2, one line naming rank 2, and
-#                 neither --out nor the folder left (the watchdog's _exit removes them first).
-#   leftovers_launcher  10 tries with --out: SIGTERM (5) and SIGINT (5) to mpirun once rank 0's
-#                 private folder is there: one line, that the launcher (mpirun, its pid) ended the
-#                 job, none naming a rank as the sender, and nothing left; then a SIGTERM from this
-#                 script to rank 1: "rank 1 (pid P on HOST) was ended by SIGTERM from bash, pid $$".
-#                 No collective limit in play: a test of its own beside the others.
+#   leftovers_stopped   10 tries with --out, two lanes of 5 at once: kill -STOP of rank 2 as soon
+#                 as rank 0's private folder (.equiv-tmp.*) is in --out, 1 s limit: exit status 2,
+#                 one line naming rank 2, and neither --out nor the folder left (the watchdog's
+#                 _exit removes them first).
+#   leftovers_launcher  the same with SIGTERM (5) and SIGINT (5) to mpirun once rank 0's private
+#                 folder is there: one line, that the launcher (mpirun, its pid) ended the job, none
+#                 naming a rank as the sender, and nothing left; then a SIGTERM from this script to
+#                 rank 1: "rank 1 (pid P on HOST) was ended by SIGTERM from bash, pid $$". No
+#                 collective limit in play: a test of its own beside the others.
 # Each run is plain mpirun (no -q): its own messages stay, and equiv's lines are counted among them.
 set -u
 mpirun=$1 equiv=$2
@@ -208,7 +209,23 @@ stopped | stopped_root)
     [ "$fail" -eq 0 ] && echo "ok: exit status 2 ${after} s after the stop (${elapsed} s in all): $lines"
     ;;
 leftovers_stopped | leftovers_launcher)
-    limit_now=60 tries=10 left=0 took=""
+    # Two lanes of 5 tries at once (this script again, EQUIV_FAULT_LANE=1 and 2, each with its
+    # own scratch folder): a try mostly waits (the limit, the 1 s a rank leaves its line to get
+    # through, mpirun's 1 s between SIGCONT and SIGTERM), and what is checked does not depend on
+    # the timing inside it. The lanes' verdicts and output are this part's.
+    if [ -z "${EQUIV_FAULT_LANE:-}" ]; then
+        EQUIV_FAULT_LANE=1 bash "$0" "$mpirun" "$equiv" "$part" >"$work/lane1.txt" 2>&1 &
+        lane1=$!
+        EQUIV_FAULT_LANE=2 bash "$0" "$mpirun" "$equiv" "$part" >"$work/lane2.txt" 2>&1
+        lane2_status=$?
+        wait "$lane1"
+        lane1_status=$?
+        sed 's/^/lane 1: /' "$work/lane1.txt"
+        sed 's/^/lane 2: /' "$work/lane2.txt"
+        [ "$lane1_status" -eq 0 ] && [ "$lane2_status" -eq 0 ] || bad "a lane failed (exit statuses $lane1_status, $lane2_status)"
+        continue
+    fi
+    limit_now=60 tries=5 left=0 took=""
     [ "$part" = leftovers_stopped ] && limit_now=1
     export EQUIV_COLLECTIVE_TIMEOUT_S=$limit_now
     # A run that cannot end by itself before the fault takes effect. Stopped: rank 2 is stopped
@@ -231,7 +248,7 @@ leftovers_stopped | leftovers_launcher)
             kill -STOP "$pid"
         else
             sig=TERM
-            [ $((t % 2)) -eq 0 ] && sig=INT
+            [ $(((t + EQUIV_FAULT_LANE) % 2)) -eq 0 ] && sig=INT # 5 of each over the lanes
             launcher=$job
             kill -"$sig" "$job"
         fi
@@ -251,7 +268,7 @@ leftovers_stopped | leftovers_launcher)
     done
     [ "$n_bad" -eq "$failed_before" ] && echo "ok: --out and rank 0's private folder left in $left of $tries tries (s each:$took)"
     [ "$left" -eq 0 ] || echo "--out or rank 0's private folder left in $left of $tries tries"
-    if [ "$part" = leftovers_launcher ]; then # a signal from anyone else is named with its sender
+    if [ "$part" = leftovers_launcher ] && [ "$EQUIV_FAULT_LANE" = 1 ]; then # anyone else's signal: named with its sender
         rank=1
         start 4 "${wait_args[@]}" --tp 4
         victim=$(rank_pid 1) || { bad "rank 1 never armed its watch"; exit 1; }
