@@ -9,7 +9,8 @@
 #   gpt_variants  gpt under the sum convention, forward only, planted bugs
 #   spd           spd in both gradient conventions, a planted bug
 #   errors        bad input under mpirun: one line, exit status 2 (the cases at once, in the
-#                 background)
+#                 background); MPMD launches whose ranks 2 and 3 run another setting (12 kinds):
+#                 one line naming it, exit status 2 at the start, no --out left
 # For each case, layout, dtype and algorithm checked: the mpi run's exit status is the sim run's,
 # only rank 0 printed a report and wrote files, and its dump equals the sim dump bit for bit
 # (h5diff of /layers, and `equiv compare --expect bit_exact`). Then the check is shown to bite (a
@@ -34,6 +35,23 @@ expect_error 4 "needs 8 processes" --case spd --dp 2 --tp 4 --comm mpi
 expect_error 4 "add --grads sum" --case spd --dp 4 --comm mpi --inject faith_every_rank
 expect_error 4 "give --dp and --tp" --case row_parallel --comm mpi
 expect_error 3 "does not divide" --case row_parallel --tp 3 --dp 1 --comm mpi
+# every rank must run the same settings: ranks 2 and 3 run others (the first that differs is named)
+g=(--case gpt --tp 4 --comm mpi)
+expect_mismatch "--seed 7" "--seed 1234" "${g[@]}" --seed 7
+expect_mismatch "--case column_parallel" "--case gpt" --case column_parallel --tp 4 --comm mpi
+expect_mismatch "--size docs" "--size ci" "${g[@]}" --size docs
+expect_mismatch "--dtype fp32" "every dtype of the case (no --dtype)" "${g[@]}" --dtype fp32
+expect_mismatch "--dp 2" "--dp 1" --case gpt --dp 2 --tp 2 --comm mpi
+expect_mismatch "--algo tree" "--algo ring" "${g[@]}" --algo tree
+expect_mismatch "--grads sum" "--grads avg" "${g[@]}" --grads sum
+expect_mismatch "--numerics megatron" "the size's numerics (no --numerics)" "${g[@]}" --numerics megatron
+expect_mismatch "--inject skip_allreduce" "no --inject" "${g[@]}" --inject skip_allreduce
+expect_mismatch "--forward-only" "no --forward-only" "${g[@]}" --forward-only
+expect_mismatch "--backend cuda" "--backend cpu" "${g[@]}" --backend cuda
+mkdir -p "$work/other-cases" && { cat "$(dirname "$0")/gpt.ini"; echo "# another line"; } >"$work/other-cases/gpt.ini"
+expect_mismatch "the case file $work/other-cases/gpt.ini (content digest *)" \
+    "the case file */gpt.ini (content digest *)" "${g[@]}" --cases-dir "$work/other-cases"
+mismatches_checked_in_background "${g[@]}"
 fi
 
 if want linear; then

@@ -13,6 +13,15 @@
 #   killed_root   kill -9 of rank 0 while the others wait for its reference: one line naming rank 0.
 #   stopped       kill -STOP of rank 2 mid-run, $limit s limit: one line naming rank 2 as stopped, exit 2.
 #   stopped_root  kill -STOP of rank 0 while the others wait for its reference: one line naming it.
+#   leftovers_stopped   10 tries with --out, two lanes of 5 at once: kill -STOP of rank 2 as soon
+#                 as rank 0's private folder (.equiv-tmp.*) is in --out, 1 s limit: exit status 2,
+#                 one line naming rank 2, and neither --out nor the folder left (the watchdog's
+#                 _exit removes them first).
+#   leftovers_launcher  the same with SIGTERM (5) and SIGINT (5) to mpirun once rank 0's private
+#                 folder is there: one line, that the launcher (mpirun, its pid) ended the job, none
+#                 naming a rank as the sender, and nothing left; then a SIGTERM from this script to
+#                 rank 1: "rank 1 (pid P on HOST) was ended by SIGTERM from bash, pid $$". No
+#                 collective limit in play: a test of its own beside the others.
 # Each run is plain mpirun (no -q): its own messages stay, and equiv's lines are counted among them.
 set -u
 mpirun=$1 equiv=$2
@@ -30,8 +39,8 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-fail=0
-bad() { echo "FAIL: ${part:-}: $*"; fail=1; }
+fail=0 n_bad=0
+bad() { echo "FAIL: ${part:-}: $*"; fail=1; n_bad=$((n_bad + 1)); }
 
 # with_seq SEQ: row_parallel with a size "wait" between ci and docs (docs' features, SEQ x 2 rows):
 # its dp1-tp1 runs take seconds, not minutes.
@@ -115,13 +124,24 @@ until_alone() {
     return 1
 }
 
+# until_private_folder OUT: waits (up to 30 s) until rank 0's private folder is in OUT (harness/driver/out_dir.h).
+until_private_folder() {
+    local i
+    for ((i = 0; i < 3000; i++)); do
+        compgen -G "$1/.equiv-tmp.*" >/dev/null && return 0
+        kill -0 "$job" 2>/dev/null || return 1
+        sleep 0.01
+    done
+    return 1
+}
+
 # The collective limit of the timed parts. Short, because every second of it is waited out (and
 # root_alone's rank 0 must work alone for longer than it); the transport's own fault runs, in
 # turn with these (cases/meson.build), hold 1 s limits beside the same load.
 limit=1.5
 alone_seq="" # the size at which root_alone found rank 0 alone longer than the limit
 for part in "${parts[@]}"; do
-failed_before=$fail t_fault="" victim=""
+failed_before=$n_bad t_fault="" victim=""
 with_seq 1536 # root_alone may have made it larger
 case "$part" in
 root_alone)
@@ -188,13 +208,84 @@ stopped | stopped_root)
     [ "$after" -le 40 ] || bad "the job ended $after s after the stop"
     [ "$fail" -eq 0 ] && echo "ok: exit status 2 ${after} s after the stop (${elapsed} s in all): $lines"
     ;;
+leftovers_stopped | leftovers_launcher)
+    # Two lanes of 5 tries at once (this script again, EQUIV_FAULT_LANE=1 and 2, each with its
+    # own scratch folder): a try mostly waits (the limit, the 1 s a rank leaves its line to get
+    # through, mpirun's 1 s between SIGCONT and SIGTERM), and what is checked does not depend on
+    # the timing inside it. The lanes' verdicts and output are this part's.
+    if [ -z "${EQUIV_FAULT_LANE:-}" ]; then
+        EQUIV_FAULT_LANE=1 bash "$0" "$mpirun" "$equiv" "$part" >"$work/lane1.txt" 2>&1 &
+        lane1=$!
+        EQUIV_FAULT_LANE=2 bash "$0" "$mpirun" "$equiv" "$part" >"$work/lane2.txt" 2>&1
+        lane2_status=$?
+        wait "$lane1"
+        lane1_status=$?
+        sed 's/^/lane 1: /' "$work/lane1.txt"
+        sed 's/^/lane 2: /' "$work/lane2.txt"
+        [ "$lane1_status" -eq 0 ] && [ "$lane2_status" -eq 0 ] || bad "a lane failed (exit statuses $lane1_status, $lane2_status)"
+        continue
+    fi
+    limit_now=60 tries=5 left=0 took=""
+    [ "$part" = leftovers_stopped ] && limit_now=1
+    export EQUIV_COLLECTIVE_TIMEOUT_S=$limit_now
+    # A run that cannot end by itself before the fault takes effect. Stopped: rank 2 is stopped
+    # within about 10 ms of rank 0's private folder, before its part of the layout's run (0.2 s
+    # at seq 3072) reaches a collective. The launcher: mpirun ends the ranks 1 s after its own
+    # SIGTERM, and rank 0 is alone for seconds after the layout's run at seq 6144 with --truth.
+    with_seq 3072
+    extra=()
+    [ "$part" = leftovers_launcher ] && with_seq 6144 && extra=(--truth)
+    for ((t = 1; t <= tries; t++)); do
+        out="$work/$part-$t" s0=$EPOCHREALTIME # a name of its own: a leftover of another try must not count
+        start 4 "${wait_args[@]}" --tp 4 "${extra[@]}" --out "$out"
+        if [ "$part" = leftovers_stopped ]; then
+            rank=2
+            victim=$(rank_pid 2) || { bad "rank 2 never armed its watch"; exit 1; }
+            pid=$victim
+        fi
+        until_private_folder "$out" || { bad "try $t: rank 0's private folder never appeared in $out:"; cat "$work/err.txt"; }
+        if [ "$part" = leftovers_stopped ]; then
+            kill -STOP "$pid"
+        else
+            sig=TERM
+            [ $(((t + EQUIV_FAULT_LANE) % 2)) -eq 0 ] && sig=INT # 5 of each over the lanes
+            launcher=$job
+            kill -"$sig" "$job"
+        fi
+        finish
+        if [ "$part" = leftovers_stopped ]; then
+            [ "$status" -eq 2 ] || bad "try $t: exit status $status, want 2"
+            one_line "^equiv: error: rank 2 \\(pid $pid on [^)]+\\) is stopped \\(SIGSTOP, or a debugger holds it\\)"
+        else
+            [ "$status" -ne 0 ] || bad "try $t (SIG$sig to mpirun): exit status 0"
+            one_line "^equiv: error: the launcher \\(mpirun, pid $launcher\\) ended the job with SIGTERM to every rank while none had failed"
+        fi
+        if [ -e "$out" ]; then
+            left=$((left + 1))
+            bad "try $t: $out left: $(ls -A "$out" | tr '\n' ' ')"
+        fi
+        took+="$(awk -v a="$s0" -v b="$EPOCHREALTIME" 'BEGIN {printf " %.1f", b - a}')"
+    done
+    [ "$n_bad" -eq "$failed_before" ] && echo "ok: --out and rank 0's private folder left in $left of $tries tries (s each:$took)"
+    [ "$left" -eq 0 ] || echo "--out or rank 0's private folder left in $left of $tries tries"
+    if [ "$part" = leftovers_launcher ] && [ "$EQUIV_FAULT_LANE" = 1 ]; then # anyone else's signal: named with its sender
+        rank=1
+        start 4 "${wait_args[@]}" --tp 4
+        victim=$(rank_pid 1) || { bad "rank 1 never armed its watch"; exit 1; }
+        pid=$victim
+        kill -TERM "$pid"
+        finish
+        one_line "^equiv: error: rank 1 \\(pid $pid on [^)]+\\) was ended by SIGTERM from [a-z0-9_.-]+, pid $$\$"
+        [ "$n_bad" -eq "$failed_before" ] && echo "ok: a SIGTERM from this script to rank 1: $lines"
+    fi
+    ;;
 *)
     echo "mpi_fault_test.sh: unknown part '$part'"
     exit 2
     ;;
 esac
-if [ "$fail" -ne "$failed_before" ]; then
-    echo "--- standard error of $part:"
+if [ "$n_bad" -ne "$failed_before" ]; then
+    echo "--- standard error of $part (its last run):"
     cat "$work/err.txt"
 fi
 done

@@ -119,6 +119,45 @@ expect_error() { # NP PART ARGS...
     ) >"$work/err-$n.log" 2>&1 &
     error_jobs+=($!)
 }
+# MPMD launches whose ranks run different settings (reductions/world.h: the check at the start):
+# `mpirun -np 2 equiv BASE : -np 2 equiv OTHER` for each try, one after the other in one background
+# job beside the errors above. Each: exit status 2 within 5 s (the check, not the collective limit,
+# which is 10 s here so that a build without the check fails fast), and the one 'equiv: error:'
+# line "rank 2 runs SHOWN, rank 0 ROOT (...; rank 3 differs from rank 0 too): every rank must run
+# the same settings" (a glob: * for a digest), and no --out left.
+mismatch_tries=()
+expect_mismatch() { # SHOWN ROOT OTHER...
+    mismatch_tries+=("$(printf '%q ' "$@")")
+}
+mismatches_checked_in_background() { # BASE...
+    local base=("$@") n=${#error_jobs[@]}
+    checks=$((checks + ${#mismatch_tries[@]}))
+    (
+        fail=0 left=0 t=0
+        for try in "${mismatch_tries[@]}"; do
+            eval "set -- $try"
+            local shown=$1 root=$2
+            shift 2
+            t=$((t + 1))
+            out="$work/mismatch-$t"
+            start=$EPOCHREALTIME
+            EQUIV_COLLECTIVE_TIMEOUT_S=10 "$mpirun" -np 2 "$equiv" "${base[@]}" --out "$out" : \
+                -np 2 "$equiv" "$@" --out "$out" >"$out.txt" 2>"$out.err"
+            status=$?
+            took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}')
+            lines=$(grep '^equiv: ' "$out.err")
+            want="equiv: error: rank 2 runs $shown, rank 0 $root (*rank 3 differs from rank 0 too): every rank must run the same settings"
+            [ "$status" -eq 2 ] || bad "'$*' on ranks 2 and 3: exit status $status, want 2"
+            # shellcheck disable=SC2053 # $want is a pattern
+            [[ $lines == $want ]] || bad "'$*' on ranks 2 and 3: equiv said:"$'\n'"$lines"$'\n'"want: $want"
+            awk -v t="$took" 'BEGIN {exit !(t <= 5)}' || bad "'$*' on ranks 2 and 3: the job took $took s"
+            [ -e "$out" ] && { left=$((left + 1)); bad "'$*' on ranks 2 and 3: $out left: $(ls -A "$out" | tr '\n' ' ')"; }
+        done
+        [ "$fail" -eq 0 ] && echo "ok: $t MPMD launches with settings that differ on ranks 2 and 3: exit status 2, one line naming the setting, --out left in $left of $t"
+        exit "$fail"
+    ) >"$work/err-$n.log" 2>&1 &
+    error_jobs+=($!)
+}
 errors_checked() {
     local n
     for n in "${!error_jobs[@]}"; do

@@ -10,16 +10,16 @@
 #define EMULATED                                                                                                   \
     (EQ_ALGO_BIT(EQ_ALGO_RING) | EQ_ALGO_BIT(EQ_ALGO_TREE) | EQ_ALGO_BIT(EQ_ALGO_FP32ACC) | EQ_ALGO_BIT(EQ_ALGO_SEQ))
 
-static eq_status start_mpi(eq_world *w, eq_layout layout, eq_algo algo)
+static eq_status start_mpi(eq_world *w, eq_layout layout, eq_algo algo, const eq_world_settings *settings)
 {
     (void)algo;
-    return eq_world_init_mpi(w, layout);
+    return eq_world_init_mpi(w, layout, settings);
 }
 
 /* NCCL's communicators over the MPI world: one GPU per process (world_nccl.c). */
-static eq_status start_mpi_nccl(eq_world *w, eq_layout layout, eq_algo algo)
+static eq_status start_mpi_nccl(eq_world *w, eq_layout layout, eq_algo algo, const eq_world_settings *settings)
 {
-    eq_status st = eq_world_init_mpi(w, layout);
+    eq_status st = eq_world_init_mpi(w, layout, settings);
     return st == EQ_OK ? eq_world_start_nccl(w, algo) : st;
 }
 

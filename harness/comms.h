@@ -17,8 +17,10 @@ typedef struct {
     int multi_process;   /* 1: one rank per process under a launcher (mpirun, srun: dp x tp of them);
                           * 0: every rank in this process */
     /* Starts the world of the layout's dp x tp ranks (every rank calls it; the world's transport
-     * set); NULL where every rank lives in this process and there is none to start. */
-    eq_status (*start_world)(eq_world *w, eq_layout layout, eq_algo algo);
+     * set), first checking that every rank runs `settings` (reductions/world.h: one line naming the
+     * ranks and the setting where one differs); NULL where every rank lives in this process and
+     * there is none to start. */
+    eq_status (*start_world)(eq_world *w, eq_layout layout, eq_algo algo, const eq_world_settings *settings);
     unsigned algos;      /* the eq_algo it runs: bit 1u << a for each */
     int built;           /* this build has what it needs */
     const char *lacking; /* what a build without it lacks ("MPI"), and how to get it: */

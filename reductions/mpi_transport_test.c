@@ -307,7 +307,7 @@ static void check_bites(const setup *s)
 static void check_groups(void)
 {
     eq_world w;
-    eq_status st = eq_world_init_mpi(&w, (eq_layout){2, 2});
+    eq_status st = eq_world_init_mpi(&w, (eq_layout){2, 2}, NULL);
     EQ_EXPECT(st == EQ_OK, "dp2 x tp2 world: %s", eq_error_message());
     if (st != EQ_OK) return;
     for (int which = 0; which < 2; which++) {
@@ -357,7 +357,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mpi_transport_test: at most %d ranks\n", MAX_N);
         return 2;
     }
-    if (eq_world_init_mpi(&w, (eq_layout){1, n}) != EQ_OK) {
+    if (eq_world_init_mpi(&w, (eq_layout){1, n}, NULL) != EQ_OK) {
         fprintf(stderr, "mpi_transport_test: %s [%s]\n", eq_error_message(), eq_error_where());
         eq_world_free(&w);
         return 2;

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/base/exit_cleanup.h"
 #include "harness/base/signal_chain.h"
 #include "reductions/mpi_transport.h"
 
@@ -47,6 +48,7 @@ typedef struct {
 
 static int users;
 static int me = -1, world_size;
+static int one_host;            /* every rank runs on this rank's host */
 static peer_info *peers;        /* world_size entries, every rank's */
 static host_table *host;        /* shared with the host's ranks (or, without shared memory, this rank's alone) */
 static int host_index;          /* this rank's slot */
@@ -208,6 +210,8 @@ void eq_mpi_watch_finished(void)
  * function. */
 static void timed_out(void)
 {
+    /* what this rank made (rank 0's --out private folder) goes first: every way on ends in _exit */
+    eq_exit_cleanup_run();
     const char *what = atomic_load(&what_waits);
     const int for_root = atomic_load(&waiting_for_root);
     suspect kind;
@@ -390,35 +394,100 @@ static const char *signal_name(int sig)
     return "a signal";
 }
 
-/* Async-signal-safe throughout: atomics, open/read/write, getppid, sigaction, raise. */
+/* "NAME, pid P": the process's name from /proc/P/comm ("mpirun", "slurmstepd"), where /proc shows
+ * it. open/read/close: safe in a handler. */
+static void put_process(line *l, int pid)
+{
+    char path[40] = "/proc/", name[32];
+    line p = {{0}, 0};
+    put_int(&p, pid);
+    memcpy(path + 6, p.text, p.len);
+    memcpy(path + 6 + p.len, "/comm", 6);
+    const int fd = open(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, name, sizeof name - 1) : 0;
+    if (fd >= 0) close(fd);
+    while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == '\0')) n--;
+    name[n > 0 ? n : 0] = '\0';
+    for (ssize_t i = 0; i < n; i++)
+        if (name[i] < ' ' || name[i] > '~') name[i] = '?'; /* one line, whatever the name */
+    if (n > 0) {
+        put(l, name);
+        put(l, ", ");
+    }
+    put(l, "pid ");
+    put_int(l, pid);
+}
+
+/* 1 when a rank of this host has finished (the job ends by itself: a launcher's signal then ends
+ * what is left of it). */
+static int any_finished(void)
+{
+    for (int i = 0; i < host->n; i++)
+        if (atomic_load(&host->slot[i].state) == PEER_FINISHED) return 1;
+    return 0;
+}
+
+/* The launcher ends every rank at once, and kills them all outright (SIGKILL) as soon as one has
+ * ended: so a rank other than 0 ends only once rank 0 of its host has handled the signal (it
+ * removes its --out private folder first, harness/base/exit_cleanup.h), or gone, or after 0.9 s
+ * (Open MPI's mpirun kills outright 1 s after its SIGTERM in any case). nanosleep: safe. */
+static void wait_for_root_handler(void)
+{
+    for (int i = 0; i < host->n; i++) {
+        if (host->slot[i].world_rank != 0 || !inspectable(i)) continue;
+        for (int ms = 0; ms < 900; ms += 5) {
+            if (atomic_load(&host->slot[i].state) != PEER_RUNNING || proc_state(host->slot[i].pid) == 0) return;
+            const struct timespec pause = {0, 5000000L};
+            nanosleep(&pause, NULL);
+        }
+    }
+}
+
+/* Async-signal-safe throughout: atomics, open/read/write, nanosleep, getppid, sigaction, raise. */
 static void on_signal(int sig, siginfo_t *info, void *context)
 {
-    (void)context;
+    /* what this rank made (rank 0's --out private folder) goes first; then its state says so */
+    eq_exit_cleanup_run();
     if (host != NULL) {
+        const int finished = atomic_load(&host->slot[host_index].state) == PEER_FINISHED || any_finished();
         atomic_store(&host->slot[host_index].state, PEER_SIGNALLED);
         suspect kind;
+        const int sender = info != NULL ? (int)info->si_pid : 0;
+        const int from_launcher = sender == 0 || sender == getppid();
         /* A rank of this host gone without finishing nor being signalled: the launcher's signal
-         * follows its death. Else the signal is this rank's own unless its launcher sent it. */
-        int gone = atomic_load(&host->reported) ? -1 : find_suspect(SUSPECT_DIED, -1, &kind);
-        const int from_launcher = info == NULL || info->si_pid == 0 || info->si_pid == getppid();
-        if ((gone >= 0 || !from_launcher) && eq_mpi_watch_claim_report()) {
+         * follows its death. Else the signal is this rank's own unless its launcher sent it; the
+         * launcher's, while the job runs and no line is out, means it was itself interrupted or
+         * stopped (mpirun passes SIGINT and SIGTERM on as SIGTERM). The kernel's (no sender) and
+         * the launcher's at a job's end are no news. */
+        const int reported = atomic_load(&host->reported);
+        int gone = reported ? -1 : find_suspect(SUSPECT_DIED, -1, &kind);
+        const int launcher_stopped = from_launcher && sender != 0 && gone < 0 && !finished && !reported;
+        if ((gone >= 0 || !from_launcher || launcher_stopped) && eq_mpi_watch_claim_report()) {
             line l = {{0}, 0};
             put(&l, "equiv: error: ");
             if (gone >= 0) {
                 put_rank(&l, gone);
                 put(&l, " was killed by a signal or crashed: the launcher ended the other ranks");
+            } else if (launcher_stopped) {
+                put(&l, "the launcher (");
+                put_process(&l, sender);
+                put(&l, ") ended the job with ");
+                put(&l, signal_name(sig));
+                put(&l, one_host ? " to every rank while none had failed" : " while no rank of this host had failed");
+                put(&l, ": it was interrupted or stopped (Ctrl-C, kill, a time limit)");
             } else {
                 put_rank(&l, me);
                 put(&l, " was ended by ");
                 put(&l, signal_name(sig));
-                put(&l, " from pid ");
-                put_int(&l, info->si_pid);
+                put(&l, " from ");
+                put_process(&l, sender);
             }
             emit(&l);
         }
+        if (from_launcher && me != 0) wait_for_root_handler();
     }
     /* then as the signal would have ended the process without us (harness/base/signal_chain.h) */
-    eq_signal_chain_pass_on(&chain, sig);
+    eq_signal_chain_pass_on(&chain, sig, info, context);
 }
 
 /* ---- Start and stop. ---- */
@@ -525,6 +594,9 @@ static eq_status meet_the_ranks(MPI_Comm world)
         snprintf(self.host, sizeof self.host, "an unnamed host");
     EQ_TRY(EQ_MPI_CHECK(MPI_Allgather(&self, sizeof self, MPI_BYTE, peers, sizeof self, MPI_BYTE, world),
                         "MPI_Allgather (every rank's pid and host)"));
+    one_host = 1;
+    for (int r = 0; r < world_size; r++)
+        if (strcmp(peers[r].host, self.host) != 0) one_host = 0;
     EQ_TRY(open_host_table(world));
     EQ_TRY(EQ_MPI_CHECK(MPI_Comm_dup(world, &control), "MPI_Comm_dup (the watch's messages)"));
     eq_signal_chain_arm(&chain, on_signal);

@@ -27,9 +27,19 @@
  *   handler (SIGTERM, SIGINT, SIGHUP) finds the rank of their host that is gone without having
  *   finished or been signalled itself, and the first of them prints "equiv: error: rank R (pid P
  *   on HOST) was killed by a signal or crashed". A rank sent such a signal by someone other than
- *   its launcher says so itself. A signal from the launcher with no rank gone on this host
- *   (mpirun interrupted, or the error line already out) is silent. The handler then hands the
- *   signal on to the handler before it or the default action.
+ *   its launcher says so itself ("... was ended by SIGTERM from bash, pid 977"). The launcher's
+ *   signal while the job runs, with no rank gone and no line out, means the launcher itself was
+ *   interrupted or stopped: "equiv: error: the launcher (mpirun, pid 977) ended the job with
+ *   SIGTERM to every rank while none had failed: ...". At the job's end (a rank finished) or with
+ *   the line out it is silent. The handler then hands the signal on to the handler before it or
+ *   the default action.
+ * - However a rank ends, what it made goes first (harness/base/exit_cleanup.h: rank 0's --out
+ *   private folder and the --out folders it created): the watchdog runs the cleanup before its
+ *   _exit, the handler before anything else. The launcher kills every rank outright (SIGKILL) as
+ *   soon as one has ended after its SIGTERM, so on its signal the other ranks of rank 0's host end
+ *   only once rank 0 has handled it (or after 0.9 s: mpirun kills outright 1 s after its SIGTERM
+ *   anyway). A rank 0 killed outright (kill -9, the OOM killer) leaves its private folder; the
+ *   next run into that --out removes it (harness/driver/out_dir.h).
  *
  * One line per job on one host. Across hosts the flag is not shared: a host whose ranks cannot see
  * the missing one may add a line of its own, after the grace. */

@@ -4,11 +4,13 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "equiv_config.h"
+#include "harness/base/exit_cleanup.h"
 
 #if EQUIV_HAVE_MPI
 #include <mpi.h>
@@ -77,6 +79,75 @@ eq_group eq_world_dp_group(const eq_world *w, eq_algo algo)
 
 const char *eq_env_get(const char *name) { return getenv(name); }
 
+/* ---- The settings every rank must share. ---- */
+
+uint64_t eq_digest(uint64_t h, const void *bytes, size_t n)
+{
+    const unsigned char *p = bytes;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+void eq_world_settings_add(eq_world_settings *s, const char *key, uint64_t digest, const char *fmt, ...)
+{
+    if (s->n == 0) s->digest = EQ_DIGEST_START;
+    if (s->n >= EQ_WORLD_SETTINGS_MAX) return; /* world_test holds the run's list below the cap */
+    eq_world_setting *e = &s->setting[s->n++];
+    char whole[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(whole, sizeof whole, fmt, ap);
+    va_end(ap);
+    memset(e, 0, sizeof *e);
+    snprintf(e->key, sizeof e->key, "%s", key);
+    e->digest = digest != 0 ? digest : eq_digest(EQ_DIGEST_START, whole, strlen(whole));
+    /* one line whatever a name holds (a case name with a newline must not forge a second line) */
+    size_t n = strlen(whole);
+    if (n >= sizeof e->shown) {
+        n = sizeof e->shown - 4;
+        memcpy(whole + n, "...", 4);
+        n += 3;
+    }
+    for (size_t i = 0; i < n; i++) e->shown[i] = (unsigned char)whole[i] < ' ' || whole[i] == 0x7f ? '?' : whole[i];
+    s->digest = eq_digest(s->digest, e->key, strlen(e->key) + 1);
+    s->digest = eq_digest(s->digest, &e->digest, sizeof e->digest);
+}
+
+static const eq_world_setting *setting_of(const eq_world_settings *s, const char *key)
+{
+    for (int i = 0; i < s->n && i < EQ_WORLD_SETTINGS_MAX; i++)
+        if (strncmp(s->setting[i].key, key, sizeof s->setting[i].key) == 0) return &s->setting[i];
+    return NULL;
+}
+
+int eq_world_settings_differ(const eq_world_settings *mine, int rank, const eq_world_settings *root, char *msg,
+                             size_t len)
+{
+    const eq_world_setting *first_mine = NULL, *first_root = NULL;
+    const char *first_key = NULL;
+    int n_differ = 0;
+    if (len > 0) msg[0] = '\0';
+    if (mine->digest == root->digest && mine->n == root->n) return 0;
+    /* every key of either side, rank 0's order first */
+    for (int side = 0; side < 2; side++) {
+        const eq_world_settings *s = side == 0 ? root : mine;
+        for (int i = 0; i < s->n && i < EQ_WORLD_SETTINGS_MAX; i++) {
+            const char *key = s->setting[i].key;
+            if (side == 1 && setting_of(root, key) != NULL) continue; /* seen from rank 0's side */
+            const eq_world_setting *a = setting_of(mine, key), *b = setting_of(root, key);
+            if (a != NULL && b != NULL && a->digest == b->digest) continue;
+            if (n_differ++ == 0) first_mine = a, first_root = b, first_key = key;
+        }
+    }
+    if (n_differ == 0) return 0;
+    char key[EQ_WORLD_SETTING_KEY + 1];
+    snprintf(key, sizeof key, "%.*s", EQ_WORLD_SETTING_KEY, first_key);
+    snprintf(msg, len, "rank %d runs %s%.*s, rank 0 %s%.*s", rank, first_mine ? "" : "no ",
+             EQ_WORLD_SETTING_SHOWN, first_mine ? first_mine->shown : key, first_root ? "" : "no ",
+             EQ_WORLD_SETTING_SHOWN, first_root ? first_root->shown : key);
+    return n_differ;
+}
+
 #if EQUIV_HAVE_MPI
 
 static eq_status new_comm(void **slot)
@@ -88,7 +159,48 @@ static eq_status new_comm(void **slot)
     return EQ_OK;
 }
 
-eq_status eq_world_init_mpi(eq_world *w, eq_layout layout)
+/* Every rank, once the watch runs: rank 0's settings to all, each rank's own compared with them,
+ * and the first and last rank that differ found by one reduction. Where any differs, the first
+ * prints the line and every rank fails with it out. */
+static eq_status check_same_settings(eq_world *w, const eq_world_settings *mine)
+{
+    eq_status st = EQ_OK;
+    char differs[700];
+    eq_world_settings *root = malloc(sizeof *root);
+    if (root == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "rank %d: no memory for the settings check", w->rank);
+    if (w->rank == 0) *root = *mine;
+    eq_mpi_watch_begin("the check that every rank runs the same settings");
+    st = EQ_MPI_CHECK(MPI_Bcast(root, (int)sizeof *root, MPI_BYTE, 0, *(MPI_Comm *)w->world_comm),
+                      "MPI_Bcast (rank 0's settings)");
+    const int n_differ = st == EQ_OK ? eq_world_settings_differ(mine, w->rank, root, differs, sizeof differs) : 0;
+    const int mismatch = n_differ > 0;
+    /* (-first, last) by MAX: the first and the last rank whose settings differ */
+    int span[2] = {mismatch ? -w->rank : -INT_MAX, mismatch ? w->rank : -1};
+    if (st == EQ_OK)
+        st = EQ_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, span, 2, MPI_INT, MPI_MAX, *(MPI_Comm *)w->world_comm),
+                          "MPI_Allreduce (which ranks run other settings)");
+    eq_mpi_watch_end();
+    if (st != EQ_OK || span[0] == -INT_MAX) goto cleanup;
+    const int first = -span[0], last = span[1];
+    if (w->rank == first && eq_mpi_watch_claim_report()) {
+        char more[160] = "";
+        if (n_differ > 1)
+            snprintf(more, sizeof more, "%d more setting%s", n_differ - 1, n_differ > 2 ? "s differ" : " differs");
+        if (last > first)
+            snprintf(more + strlen(more), sizeof more - strlen(more), "%srank %d differs from rank 0 too%s",
+                     more[0] ? "; " : "", last, last > first + 1 ? ", and maybe ranks between" : "");
+        fprintf(stderr, "equiv: error: %s%s%s%s: every rank must run the same settings\n", differs,
+                more[0] ? " (" : "", more, more[0] ? ")" : "");
+        fflush(stderr);
+    }
+    w->error_out = 1;
+    st = EQ_FAIL(EQ_ERR_USAGE, "rank %d runs other settings than rank 0", first);
+cleanup:
+    free(root);
+    return st;
+}
+
+eq_status eq_world_init_mpi(eq_world *w, eq_layout layout, const eq_world_settings *settings)
 {
     eq_status st = EQ_OK;
     eq_rank_env env;
@@ -116,6 +228,12 @@ eq_status eq_world_init_mpi(eq_world *w, eq_layout layout)
     EQ_TRY(EQ_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, world), "MPI_Comm_dup"));
     EQ_TRY(EQ_MPI_CHECK(MPI_Comm_rank(*world, &w->rank), "MPI_Comm_rank"));
     EQ_TRY(EQ_MPI_CHECK(MPI_Comm_size(*world, &w->size), "MPI_Comm_size"));
+    EQ_TRY(eq_mpi_transport_init());
+    /* the watch first (the same steps on every rank, whatever it runs), so that every wait after
+     * it is bounded, the settings check's too */
+    w->watching = 1;
+    EQ_TRY(eq_mpi_watch_start(*world));
+    if (settings != NULL) EQ_TRY(check_same_settings(w, settings));
     w->local_rank = env.local_rank;
     if (env.found && (env.rank != w->rank || env.size != w->size)) {
         st = EQ_FAIL(EQ_ERR_USAGE, "rank %d: the environment (%s) says rank %d of %d, MPI says rank %d of %d",
@@ -135,9 +253,6 @@ eq_status eq_world_init_mpi(eq_world *w, eq_layout layout)
     EQ_TRY(EQ_MPI_CHECK(MPI_Comm_split(*world, w->tp_rank, w->dp_rank, dp), "MPI_Comm_split (dp)"));
     EQ_TRY(EQ_MPI_CHECK(MPI_Comm_set_errhandler(*tp, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler"));
     EQ_TRY(EQ_MPI_CHECK(MPI_Comm_set_errhandler(*dp, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler"));
-    EQ_TRY(eq_mpi_transport_init());
-    w->watching = 1;
-    EQ_TRY(eq_mpi_watch_start(*world));
 cleanup:
     return st;
 }
@@ -187,7 +302,8 @@ eq_status eq_world_finish(eq_world *w, eq_status mine)
     if (eq_mpi_watch_root_owes_share()) (void)eq_world_share_int(w, &zero);
     if (w->world_comm != NULL && *(MPI_Comm *)w->world_comm != MPI_COMM_NULL) st = eq_world_agree(w, mine, &failed_rank);
     else if (mine != EQ_OK) failed_rank = w->rank; /* MPI never started: each rank says why */
-    if (st != EQ_OK && failed_rank == w->rank && (!w->watching || eq_mpi_watch_claim_report())) {
+    const int line_out = w->error_out; /* the settings check printed it */
+    if (st != EQ_OK && failed_rank == w->rank && !line_out && (!w->watching || eq_mpi_watch_claim_report())) {
         fprintf(stderr, "equiv: error: rank %d: %s [%s]\n", w->rank, eq_error_message(), eq_error_where());
         fflush(stderr);
     }
@@ -239,14 +355,16 @@ void eq_world_abort(const eq_world *w)
         fprintf(stderr, "equiv: error: rank %d: %s [%s]\n", w->rank, eq_error_message(), eq_error_where());
         fflush(stderr);
     }
+    eq_exit_cleanup_run(); /* rank 0's --out private folder: MPI_Abort returns to no cleanup */
     MPI_Abort(MPI_COMM_WORLD, 2);
     exit(2); /* not reached */
 }
 
 #else /* no MPI in this build */
 
-eq_status eq_world_init_mpi(eq_world *w, eq_layout layout)
+eq_status eq_world_init_mpi(eq_world *w, eq_layout layout, const eq_world_settings *settings)
 {
+    (void)settings;
     memset(w, 0, sizeof *w);
     w->layout = layout;
     return EQ_FAIL(EQ_ERR_USAGE, "this equiv was built without MPI: install libopenmpi-dev and rebuild "
@@ -292,6 +410,7 @@ void eq_world_abort(const eq_world *w)
 {
     (void)w;
     fprintf(stderr, "equiv: error: %s [%s]\n", eq_error_message(), eq_error_where());
+    eq_exit_cleanup_run();
     exit(2);
 }
 

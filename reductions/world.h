@@ -11,6 +11,9 @@
 #ifndef EQUIV_REDUCTIONS_WORLD_H
 #define EQUIV_REDUCTIONS_WORLD_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "harness/base/status.h"
 #include "reductions/collectives.h"
 #include "reductions/layout.h"
@@ -40,6 +43,7 @@ typedef struct {
     void *world_comm, *tp_comm, *dp_comm; /* the transport's handles (mpi: MPI_Comm *) */
     int initialized_mpi;                  /* this process called MPI_Init (and will finalize) */
     int watching;                         /* under the watch of reductions/mpi_watch.h (to stop) */
+    int error_out;                        /* the job's error line is printed (the settings check) */
     /* --comm nccl: the collectives run on NCCL communicators over this MPI world (world_nccl.c);
      * the groups below replace the MPI ones, and `release_collectives` frees them first. */
     int has_collective_groups;
@@ -52,11 +56,49 @@ typedef struct {
 static inline int eq_world_dp_rank(eq_layout l, int rank) { return rank / l.tp; }
 static inline int eq_world_tp_rank(eq_layout l, int rank) { return rank % l.tp; }
 
-/* Starts MPI (unless already started), reads the environment, checks it against MPI_Comm_rank/
- * size, checks size == dp * tp (EQ_ERR_USAGE otherwise), sets MPI_ERRORS_RETURN on every
- * communicator and splits the tp and dp communicators. EQ_ERR_USAGE "not built with MPI" when the
- * build has none. On failure w is safe to free. */
-eq_status eq_world_init_mpi(eq_world *w, eq_layout layout);
+/* What every rank of a multi-process run must run alike: the run's identity (case, size, dtype,
+ * layout, algorithm, bugs, seed, numerics, ...), the build, and the content of the files every
+ * rank reads (the case file). Each setting as the error line shows it ("--seed 7") and a digest of
+ * its whole value, which is what is compared (a file's content, not its path); the run fills it
+ * from its command line (harness/driver/run_settings.h). Fixed size: one broadcast carries rank
+ * 0's to every rank. */
+enum { EQ_WORLD_SETTINGS_MAX = 32, EQ_WORLD_SETTING_KEY = 24, EQ_WORLD_SETTING_SHOWN = 200 };
+typedef struct {
+    char key[EQ_WORLD_SETTING_KEY];     /* what it is ("seed"): ranks match settings by it */
+    char shown[EQ_WORLD_SETTING_SHOWN]; /* as the error line shows it ("--seed 7"), one line, cut to fit */
+    uint64_t digest;                    /* of the whole value */
+} eq_world_setting;
+typedef struct {
+    uint64_t digest; /* of every setting's key and digest: equal on every rank that runs alike */
+    int n;
+    eq_world_setting setting[EQ_WORLD_SETTINGS_MAX];
+} eq_world_settings;
+
+/* FNV-1a, 64 bits, of n bytes, continuing from h (EQ_DIGEST_START for a new digest). */
+#define EQ_DIGEST_START 0xcbf29ce484222325ULL
+uint64_t eq_digest(uint64_t h, const void *bytes, size_t n);
+/* Adds a setting: key, and what the line shows (printf-style; control characters become '?').
+ * digest 0: the digest of the whole shown text (before it is cut to fit). */
+void eq_world_settings_add(eq_world_settings *s, const char *key, uint64_t digest, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+/* How many of rank `rank`'s settings differ from rank 0's (0: none); where any does, msg says the
+ * first (in rank 0's order; one a rank lacks shows as "no KEY"): "rank 2 runs --seed 7, rank 0
+ * --seed 1". */
+int eq_world_settings_differ(const eq_world_settings *mine, int rank, const eq_world_settings *root, char *msg,
+                             size_t len);
+
+/* Starts MPI (unless already started), reads the environment, starts the watch
+ * (reductions/mpi_watch.h) and, with settings, checks that every rank runs the same ones: rank 0's
+ * are broadcast, each rank compares its own, and where any differs the first such rank prints
+ * "equiv: error: rank 2 runs --seed 7, rank 0 --seed 1: every rank must run the same settings" and
+ * every rank returns EQ_ERR_USAGE, the line out (eq_world_finish prints nothing more). Then it
+ * checks the environment against MPI_Comm_rank/size and size == dp * tp (EQ_ERR_USAGE
+ * otherwise), sets MPI_ERRORS_RETURN on every communicator and splits the tp and dp communicators.
+ * EQ_ERR_USAGE "not built with MPI" when the build has none. On failure w is safe to free. */
+eq_status eq_world_init_mpi(eq_world *w, eq_layout layout, const eq_world_settings *settings);
 
 /* --comm nccl, after eq_world_init_mpi: one GPU per process (its local rank's), the NCCL world,
  * dp and tp communicators bootstrapped over this MPI world (reductions/nccl_transport.h); from

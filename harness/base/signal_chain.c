@@ -20,13 +20,23 @@ void eq_signal_chain_arm(eq_signal_chain *c, void (*handler)(int sig, siginfo_t 
     }
 }
 
-void eq_signal_chain_pass_on(eq_signal_chain *c, int sig)
+void eq_signal_chain_pass_on(eq_signal_chain *c, int sig, siginfo_t *info, void *context)
 {
-    for (int i = 0; i < EQ_SIGNAL_CHAIN_N; i++)
-        if (eq_signal_chain_signals[i] == sig && c->armed[i]) {
-            sigaction(sig, &c->previous[i], NULL);
-            c->armed[i] = 0;
+    for (int i = 0; i < EQ_SIGNAL_CHAIN_N; i++) {
+        if (eq_signal_chain_signals[i] != sig || !c->armed[i]) continue;
+        const struct sigaction before = c->previous[i];
+        sigaction(sig, &before, NULL);
+        c->armed[i] = 0;
+        /* raise() would make this process the sender: the handler before sees the real one */
+        if ((before.sa_flags & SA_SIGINFO) && before.sa_sigaction != NULL) {
+            before.sa_sigaction(sig, info, context);
+            return;
         }
+        if (!(before.sa_flags & SA_SIGINFO) && before.sa_handler != SIG_DFL && before.sa_handler != SIG_IGN) {
+            before.sa_handler(sig);
+            return;
+        }
+    }
     raise(sig);
 }
 

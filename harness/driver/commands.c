@@ -18,6 +18,7 @@
 #include "harness/plan.h"
 #include "harness/run_load.h"
 #include "harness/driver/runner.h"
+#include "harness/driver/run_settings.h"
 #include "harness/driver/train.h"
 #include "reductions/world.h"
 #include "models/backend.h"
@@ -183,7 +184,8 @@ static eq_status check_backend(const eq_cli *cli, const eq_run_spec *spec, const
 
 /* Under a multi-process comm the ranks start together before anything else, so that every error
  * after this point is agreed on and printed once, by the rank it happened on, before MPI finalizes
- * (a rank that exits first with an error makes the launcher end the others). */
+ * (a rank that exits first with an error makes the launcher end the others); first of all they
+ * check that every rank runs the same settings. */
 static eq_status start_world(const eq_cli *cli, eq_world *world, int *have_world)
 {
     const eq_comm *comm = cli->comm;
@@ -193,8 +195,12 @@ static eq_status start_world(const eq_cli *cli, eq_world *world, int *have_world
                        "processes)", comm->name);
     eq_status st = check_comm(cli, NULL);
     if (st != EQ_OK) return st;
+    eq_paths paths;
+    eq_world_settings settings; /* every rank must run them (harness/driver/run_settings.h) */
+    eq_paths_resolve(cli, &paths);
+    eq_run_settings(cli, paths.cases_dir, &settings);
     *have_world = 1;
-    return comm->start_world(world, (eq_layout){cli->dp ? cli->dp : 1, cli->tp ? cli->tp : 1}, cli->algo);
+    return comm->start_world(world, (eq_layout){cli->dp ? cli->dp : 1, cli->tp ? cli->tp : 1}, cli->algo, &settings);
 }
 
 /* A run request, planned: its case, tolerance table and backend, and its cells. */

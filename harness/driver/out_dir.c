@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +13,10 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "harness/base/exit_cleanup.h"
 #include "harness/base/signal_chain.h"
 
 #define TEMP_PREFIX ".equiv-tmp."
@@ -24,6 +27,9 @@ static eq_signal_chain chain;
 static char active_temp[4200];  /* the private folder a signal removes ("" when none) */
 static char active_dir[4096];   /* --out, removed too when created_dirs (rmdir: only if empty) */
 static volatile sig_atomic_t active_created_dirs;
+/* the commit is moving files into --out (signals wait on its thread; another thread's handler or
+ * eq_exit_cleanup_run waits for it to end, and then finds nothing to remove: a whole set) */
+static atomic_int committing;
 
 /* Unlinks every entry of the (flat) folder, then the folder: open, getdents64, unlinkat, rmdir. */
 static void remove_flat_dir_signal_safe(const char *path)
@@ -67,17 +73,34 @@ static void remove_created_dirs(const char *path, int levels)
     }
 }
 
+/* Removes what this command made in --out, however the process ends: from a signal handler, or
+ * from the thread that is about to end the process (eq_exit_cleanup_run). Another thread may
+ * still write into the private folder meanwhile (the main thread, while a handler runs on another
+ * one): a file made between the listing and the rmdir fails the rmdir, so the folder is listed
+ * again, a few times. */
+static void remove_active(void)
+{
+    for (int waited_ms = 0; atomic_load(&committing) && waited_ms < 10000; waited_ms++) {
+        const struct timespec ms = {0, 1000000L};
+        nanosleep(&ms, NULL);
+    }
+    if (atomic_load(&committing)) return; /* a commit stuck on the lock: leave its folder whole */
+    for (int tries = 0; tries < 5 && active_temp[0] != '\0'; tries++) {
+        remove_flat_dir_signal_safe(active_temp);
+        if (access(active_temp, F_OK) != 0) break;
+    }
+    if (active_created_dirs > 0) remove_created_dirs(active_dir, active_created_dirs);
+}
+
 static void on_signal(int sig, siginfo_t *info, void *context)
 {
-    (void)info;
-    (void)context;
-    if (active_temp[0] != '\0') remove_flat_dir_signal_safe(active_temp);
-    if (active_created_dirs > 0) remove_created_dirs(active_dir, active_created_dirs);
-    eq_signal_chain_pass_on(&chain, sig); /* then as the signal would have ended the process */
+    remove_active();
+    eq_signal_chain_pass_on(&chain, sig, info, context); /* then as the signal would have ended the process */
 }
 
 static void disarm(void)
 {
+    eq_exit_cleanup_set(NULL);
     eq_signal_chain_disarm(&chain);
     active_temp[0] = '\0';
     active_created_dirs = 0;
@@ -200,6 +223,7 @@ eq_status eq_out_open(eq_out *out, const char *dir)
     snprintf(active_dir, sizeof active_dir, "%s", out->dir);
     active_created_dirs = out->created_dirs;
     eq_signal_chain_arm(&chain, on_signal);
+    eq_exit_cleanup_set(remove_active); /* the MPI watchdog's _exit, MPI_Abort */
     return EQ_OK;
 }
 
@@ -231,6 +255,7 @@ eq_status eq_out_commit(eq_out *out)
     sigemptyset(&block);
     for (int i = 0; i < EQ_SIGNAL_CHAIN_N; i++) sigaddset(&block, eq_signal_chain_signals[i]);
     sigprocmask(SIG_BLOCK, &block, &before); /* a signal now would leave half a set: it waits */
+    atomic_store(&committing, 1);            /* and another thread's handler waits for the end */
     int dfd = open(out->dir, O_RDONLY | O_DIRECTORY);
     if (dfd < 0 || flock(dfd, LOCK_EX) != 0) {
         st = EQ_FAIL(EQ_ERR_IO, "cannot lock %s to move the outputs in: %s", out->dir, strerror(errno));
@@ -263,6 +288,7 @@ eq_status eq_out_commit(eq_out *out)
     }
 cleanup:
     if (dfd >= 0) close(dfd); /* releases the lock */
+    atomic_store(&committing, 0);
     sigprocmask(SIG_SETMASK, &before, NULL);
     return st;
 }

@@ -14,7 +14,10 @@
  *
  * - A failure discards the private folder (and --out itself, if this command created it).
  * - SIGINT, SIGTERM and SIGHUP discard it too, then end the process as the signal would have (a
- *   handler installed before, e.g. the MPI transport's, is called after).
+ *   handler installed before, e.g. the MPI transport's, is called after). So does an end that
+ *   skips main's cleanup, through harness/base/exit_cleanup.h: the MPI watchdog's _exit when a
+ *   collective outlasts its limit, MPI_Abort. A handler on another thread than the one committing
+ *   waits for the commit to end (then nothing is left to remove: the whole set is in --out).
  * - A run killed outright (SIGKILL, power) leaves its private folder: the next command writing to
  *   that --out removes the private folders whose process (same host) is gone, and the ".NAME.tmp.*"
  *   files older equivs left.
