@@ -120,6 +120,8 @@ typedef struct {
 #define EQ_STRUCTURE_MIN_BLOCKS 8  /* fewer rows (columns) than this: that view is not tested */
 #define EQ_STRUCTURE_ALPHA 1e-6    /* false-alarm probability per test per tensor */
 #define EQ_SHARD_RATIO 16.0        /* the worst shard's relative error energy over the others' */
+#define EQ_SHARD_REL_U 2.0         /* its relative RMS error, in units of roundoff of the run's dtype */
+#define EQ_SHARD_SHARE 0.5         /* the share of its elements that differ */
 #define EQ_STRUCTURE_MIN_ELEMENTS 256 /* fewer: block sums of a handful of roundings are not normal */
 #define EQ_STRUCTURE_FLOOR_U 16.0  /* a factor or shift within 16 u of the accumulation (fp32: 9.5e-7) is
                                       not judged: long fp32 sums of same-sign terms carry a bias that size */

@@ -1,6 +1,6 @@
 /* What the blocked comparison statistics (harness/compare_stats.c) and the median of |d|
- * (harness/compare_median.c) share: blocks of EQ_STATS_BLOCK elements widened to fp64, and lanes
- * of fp64 operations. Internal to those two files. */
+ * (harness/compare_median.c) share: blocks of EQ_STATS_BLOCK elements (widened to fp64 by
+ * eq_tensor_widen, harness/base/tensor.h), and lanes of fp64 operations. Internal to those two files. */
 #ifndef EQUIV_HARNESS_COMPARE_BLOCKS_H
 #define EQUIV_HARNESS_COMPARE_BLOCKS_H
 
@@ -32,22 +32,6 @@ static inline uint64_t double_bits(double x)
     uint64_t u;
     memcpy(&u, &x, sizeof u);
     return u;
-}
-
-/* Elements [begin, begin + n) of t widened to fp64 (one switch per block, not per element). */
-static inline void widen_block(const eq_tensor *t, int64_t begin, int64_t n, double *out)
-{
-    switch (t->dtype) {
-    case EQ_BF16:
-        for (int64_t i = 0; i < n; i++) out[i] = eq_bf16_to_f32(((const uint16_t *)t->data)[begin + i]);
-        break;
-    case EQ_FP32:
-        for (int64_t i = 0; i < n; i++) out[i] = ((const float *)t->data)[begin + i];
-        break;
-    case EQ_FP64:
-        for (int64_t i = 0; i < n; i++) out[i] = ((const double *)t->data)[begin + i];
-        break;
-    }
 }
 
 /* LANES doubles (GCC and clang vector extension): each operation acts lane by lane, one IEEE fp64

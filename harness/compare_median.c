@@ -67,8 +67,8 @@ STATS_WIDE static void gather_range(void *ctx, int64_t begin, int64_t end)
     double r[BLOCK], t[BLOCK], found[BLOCK];
     for (int64_t b = begin; b < end; b++) {
         const int64_t len = block_len(n, b);
-        widen_block(j->ref, b * BLOCK, len, r);
-        widen_block(j->test, b * BLOCK, len, t);
+        eq_tensor_widen(j->ref, b * BLOCK, len, r);
+        eq_tensor_widen(j->test, b * BLOCK, len, t);
         int64_t m = 0;
         for (int64_t i = 0; i < len; i++) {
             const double d = fabs(t[i] - r[i]);
@@ -146,8 +146,8 @@ STATS_WIDE static void extremes_range(void *ctx, int slot, int64_t begin, int64_
     double r[BLOCK], t[BLOCK];
     for (int64_t b = begin; b < end; b++) {
         const int64_t len = block_len(n, b);
-        widen_block(j->ref, b * BLOCK, len, r);
-        widen_block(j->test, b * BLOCK, len, t);
+        eq_tensor_widen(j->ref, b * BLOCK, len, r);
+        eq_tensor_widen(j->test, b * BLOCK, len, t);
         int64_t i = 0;
         for (; i + LANES <= len; i += LANES) {
             const lanes_d x = load_lanes(r + i), y = load_lanes(t + i), d = lanes_abs(y - x);

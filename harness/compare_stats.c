@@ -123,7 +123,7 @@ STATS_WIDE static void values_range(void *ctx, int64_t begin, int64_t end)
         const int64_t len = block_len(n, b);
         value_block *out = &j->blocks[b];
         memset(out, 0, sizeof *out);
-        widen_block(j->values, b * BLOCK, len, v);
+        eq_tensor_widen(j->values, b * BLOCK, len, v);
         value_block_stats(v, len, out);
         if (j->other != NULL)
             out->same_bits = memcmp((const char *)j->values->data + (size_t)(b * BLOCK) * size,
@@ -472,8 +472,8 @@ STATS_WIDE static void pairs_range(void *ctx, int slot, int64_t begin, int64_t e
         pair_block *out = &j->blocks[b];
         memset(out, 0, sizeof *out);
         out->argmax = -1;
-        widen_block(j->ref, at, len, r);
-        widen_block(j->test, at, len, t);
+        eq_tensor_widen(j->ref, at, len, r);
+        eq_tensor_widen(j->test, at, len, t);
         out->n_differ = count_bits_differ(j->ref, j->test, at, len);
         int64_t nonfinite = 0;
         for (int64_t i = 0; i < len; i++) nonfinite += !(fabs(r[i]) <= DBL_MAX) | !(fabs(t[i]) <= DBL_MAX);

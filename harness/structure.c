@@ -1,8 +1,6 @@
 /* Structure: what rounding cannot do (structure.h). */
 #include "harness/structure.h"
 
-#include "harness/base/bf16.h"
-
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -91,20 +89,6 @@ static double limit_of(int df, int two_sided)
 
 /* ---- the tests ------------------------------------------------------------------------------ */
 
-/* Elements [start, start + count) of t widened to double, the dtype switched once. */
-static void load(const eq_tensor *t, int64_t start, int64_t count, double *out)
-{
-    switch (t->dtype) {
-    case EQ_FP32:
-        for (int64_t k = 0; k < count; k++) out[k] = ((const float *)t->data)[start + k];
-        break;
-    case EQ_BF16:
-        for (int64_t k = 0; k < count; k++) out[k] = eq_bf16_to_f32(((const uint16_t *)t->data)[start + k]);
-        break;
-    case EQ_FP64: memcpy(out, (const double *)t->data + start, (size_t)count * sizeof *out); break;
-    }
-}
-
 /* The mean over a set of blocks and the sample standard deviation, n >= 2. */
 static void mean_sd(const double *x, int n, double *mean, double *sd)
 {
@@ -180,8 +164,8 @@ static eq_status shift_test(const eq_tensor *ref, const eq_tensor *test, int64_t
     }
     for (int64_t r = 0; r < rows; r++) {
         int64_t g = r * G / rows;
-        load(ref, r * n, n, a);
-        load(test, r * n, n, b);
+        eq_tensor_widen(ref, r * n, n, a);
+        eq_tensor_widen(test, r * n, n, b);
         double row_sum = 0;
         int64_t row_n = 0;
         for (int64_t j = 0; j < n; j++) { /* b becomes d, NaN where the pair is left out */
@@ -218,6 +202,14 @@ static eq_status shift_test(const eq_tensor *ref, const eq_tensor *test, int64_t
     return EQ_OK;
 }
 
+/* The shard test's three conditions (structure.h), each as its value over its limit: the least of
+ * them is >= 1 exactly when all hold. */
+static double shard_margin(const eq_structure *s)
+{
+    return fmin(s->shard_ratio / EQ_SHARD_RATIO,
+                fmin(s->shard_rel / (EQ_SHARD_REL_U * s->unit_roundoff), s->shard_share / EQ_SHARD_SHARE));
+}
+
 /* shard: the worst tp shard's relative error energy against the others'. */
 static void shard_test(const double *err, const double *energy, const int64_t *differ, const int64_t *count,
                        int shards, eq_structure *s)
@@ -238,8 +230,7 @@ static void shard_test(const double *err, const double *energy, const int64_t *d
     s->shard_rel = sqrt(worst_e);
     s->shard_ratio = rest > 0 ? worst_e / rest : (worst_e > 0 ? INFINITY : 1.0);
     s->shard_share = count[worst] > 0 ? (double)differ[worst] / (double)count[worst] : 0.0;
-    s->shard_flagged = s->shard_ratio >= EQ_SHARD_RATIO && s->shard_rel >= 2.0 * s->unit_roundoff &&
-                       s->shard_share >= 0.5;
+    s->shard_flagged = shard_margin(s) >= 1.0;
 }
 
 eq_status eq_structure_of(const eq_tensor *ref, const eq_tensor *test, eq_dtype run_dtype, int shard_dim, int shards,
@@ -275,8 +266,8 @@ eq_status eq_structure_of(const eq_tensor *ref, const eq_tensor *test, eq_dtype 
     double a[CHUNK], b[CHUNK];
     for (int64_t i0 = 0; i0 < numel; i0 += CHUNK) {
         const int64_t m = numel - i0 < CHUNK ? numel - i0 : CHUNK;
-        load(ref, i0, m, a);
-        load(test, i0, m, b);
+        eq_tensor_widen(ref, i0, m, a);
+        eq_tensor_widen(test, i0, m, b);
         int64_t row = i0 / n, col = i0 % n;
         int gr = (int)(row * g_rows / rows);
         for (int64_t k = 0; k < m; k++) {
@@ -317,9 +308,7 @@ double eq_structure_margin(const eq_structure *s)
     double m = 0;
     if (s->factor_tested) m = fmax(m, s->factor_t / s->factor_limit);
     if (s->shift_tested) m = fmax(m, s->shift_t / s->shift_limit);
-    if (s->shard_tested)
-        m = fmax(m, fmin(s->shard_ratio / EQ_SHARD_RATIO,
-                         fmin(s->shard_rel / (2.0 * s->unit_roundoff), s->shard_share / 0.5)));
+    if (s->shard_tested) m = fmax(m, shard_margin(s));
     return m;
 }
 

@@ -24,7 +24,8 @@
  *           energy ||d||^2 / ||ref||^2 of the worst shard against the other shards'. Every rank
  *           runs the same code on shards of the same shape, so rounding gives every shard about
  *           the same; flagged when the worst has EQ_SHARD_RATIO times the others', its relative
- *           RMS error is at least 2 u of the run's dtype and at least half its elements differ
+ *           RMS error is at least EQ_SHARD_REL_U (2) u of the run's dtype and at least EQ_SHARD_SHARE
+ *           (half) of its elements differ
  *           (a few flipped last bits in one shard are not a stale shard).
  *
  * The factor and shift limits are the Student-t quantiles of EQ_STRUCTURE_ALPHA (per test per

@@ -58,8 +58,14 @@ const char *eq_truth_reading(const eq_truth *t, char *buf, size_t len)
     return buf;
 }
 
+double eq_truth_ratio(const eq_truth *t)
+{
+    if (t->ref_rel > 0) return t->test_rel / t->ref_rel;
+    return t->test_rel > 0 ? INFINITY : 1.0;
+}
+
 int eq_truth_flagged(const eq_truth *t)
 {
-    return t->applies && t->judged && t->elements >= EQ_TRUTH_MIN_ELEMENTS && t->test_rel > EQ_TRUTH_FLOOR_U * t->unit_roundoff &&
-           t->test_rel > EQ_TRUTH_RATIO * t->ref_rel;
+    return t->applies && t->judged && t->elements >= EQ_TRUTH_MIN_ELEMENTS &&
+           t->test_rel > EQ_TRUTH_FLOOR_U * t->unit_roundoff && eq_truth_ratio(t) > EQ_TRUTH_RATIO;
 }

@@ -22,6 +22,10 @@
 #define EQ_TRUTH_MIN_ELEMENTS 64 /* fewer: the ratio of a few roundings says nothing (a loss 1 ULP off
                                     against a reference 0.36 u from the truth read x4.97) */
 
+/* test_rel / ref_rel: how many times further from the truth the layout is than the reference (Inf
+ * when only the reference is exact, 1 when both are). */
+double eq_truth_ratio(const eq_truth *t);
+
 /* Is the layout less accurate than rounding allows (judged runs of tensors of at least
  * EQ_TRUTH_MIN_ELEMENTS elements only)? */
 int eq_truth_flagged(const eq_truth *t);

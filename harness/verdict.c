@@ -1,7 +1,6 @@
 /* A comparison's verdict from its evidence (verdict.h). */
 #include "harness/verdict.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,7 +25,7 @@ static void observe(eq_tensor_result *res)
     if (eq_structure_flagged(&res->structure)) eq_structure_reading(&res->structure, why, sizeof why);
     else if (eq_truth_flagged(&res->truth))
         snprintf(why, sizeof why, "x%.3g less accurate than the reference against the %s truth (rounding allows x%g)",
-                 res->truth.ref_rel > 0 ? res->truth.test_rel / res->truth.ref_rel : INFINITY,
+                 eq_truth_ratio(&res->truth),
                  eq_dtype_name(res->truth.truth_dtype), EQ_TRUTH_RATIO);
     if (why[0] == '\0') return;
     if (res->observed == EQ_OBS_WITHIN) {

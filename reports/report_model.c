@@ -366,7 +366,7 @@ static eq_status evidence(const eq_renderer *rd, const eq_comparison *c)
         if (r->truth.applies && r->truth.judged) {
             judged++;
             truth_flagged += eq_truth_flagged(&r->truth);
-            double m = r->truth.ref_rel > 0 ? r->truth.test_rel / r->truth.ref_rel : 0;
+            double m = eq_truth_ratio(&r->truth);
             if (!eq_truth_flagged(&r->truth) && m > truth_margin) truth_margin = m, closest_truth = r;
         }
     }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "harness/base/bf16.h"
 #include "harness/base/status.h"
 
 typedef enum { EQ_FP32 = 0, EQ_BF16 = 1, EQ_FP64 = 2 } eq_dtype;
@@ -56,6 +57,22 @@ void eq_buffer_set(eq_dtype dt, void *buf, int64_t i, double v);
 
 /* Element i (flat index) widened exactly to double. */
 double eq_tensor_get(const eq_tensor *t, int64_t i);
+/* Elements [begin, begin + n) widened exactly to double, the dtype switched once, not per element
+ * (inline: the loops that read blocks of a tensor vectorise it). */
+static inline void eq_tensor_widen(const eq_tensor *t, int64_t begin, int64_t n, double *out)
+{
+    switch (t->dtype) {
+    case EQ_BF16:
+        for (int64_t i = 0; i < n; i++) out[i] = eq_bf16_to_f32(((const uint16_t *)t->data)[begin + i]);
+        break;
+    case EQ_FP32:
+        for (int64_t i = 0; i < n; i++) out[i] = ((const float *)t->data)[begin + i];
+        break;
+    case EQ_FP64:
+        for (int64_t i = 0; i < n; i++) out[i] = ((const double *)t->data)[begin + i];
+        break;
+    }
+}
 /* Store v rounded (nearest, ties to even, once) to the tensor's dtype. */
 void eq_tensor_set(eq_tensor *t, int64_t i, double v);
 
