@@ -49,18 +49,9 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "python", "examples"))
-try:  # what the runs need, checked here (a check of its own would import torch once more)
-    import h5py  # noqa: F401
-    import numpy  # noqa: F401
-    import torch.distributed
-    import scratch_tp  # noqa: E402
-    if not torch.distributed.is_gloo_available():
-        raise ImportError("torch.distributed without gloo")
-except ImportError as e:
-    print(f"skip: {sys.executable} lacks torch (with gloo), h5py or numpy ({e}): "
-          "apt-get install python3-torch python3-h5py")
-    sys.exit(77)
+from torch_example import load_example
+
+scratch_tp = load_example("scratch_tp")
 
 DTYPES = ("bf16", "fp32")
 TRUTH_DTYPE = {"bf16": "fp32", "fp32": "fp64"}

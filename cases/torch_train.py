@@ -13,18 +13,9 @@ import os
 import sys
 import traceback
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "python", "examples"))
-try:  # what the runs need, checked here (a check of its own would import torch once more)
-    import h5py  # noqa: F401
-    import numpy  # noqa: F401
-    import torch.distributed
-    import tiny_megatron  # noqa: E402
-    if not torch.distributed.is_gloo_available():
-        raise ImportError("torch.distributed without gloo")
-except ImportError as e:
-    print(f"skip: {sys.executable} lacks torch (with gloo), h5py or numpy ({e}): "
-          "apt-get install python3-torch python3-h5py")
-    sys.exit(77)
+from torch_example import load_example
+
+tiny_megatron = load_example("tiny_megatron")
 
 
 def train(work, name, argv):
