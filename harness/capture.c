@@ -109,6 +109,19 @@ eq_status eq_capture_add_path(eq_capture *cap, const char *path, int layer, eq_r
     return append(cap, path, layer, path, role, t, 0);
 }
 
+eq_status eq_capture_add_entry(eq_capture *cap, eq_capture_entry *e)
+{
+    eq_status st = append(cap, e->path, e->layer, e->name, e->role, &e->tensor, e->borrowed);
+    if (st != EQ_OK) return st;
+    eq_capture_entry *added = &cap->entries[cap->count - 1];
+    added->shard = e->shard;
+    added->assembled_tp_dim = e->assembled_tp_dim;
+    added->grad_scale = e->grad_scale;
+    added->gemm = e->gemm;
+    memcpy(added->dims, e->dims, sizeof added->dims);
+    return EQ_OK;
+}
+
 eq_status eq_capture_add_finding(eq_capture *cap, const char *fmt, ...)
 {
     char(*grown)[EQ_FINDING_MAX] = realloc(cap->findings, (size_t)(cap->n_findings + 1) * sizeof *grown);

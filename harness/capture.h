@@ -153,6 +153,9 @@ eq_status eq_capture_add_copy(eq_capture *cap, int layer, const char *name, eq_r
 /* Adds an entry under an arbitrary path (a user's run: "blocks.0.mlp.fc1/out") in layer `layer`
  * (-1: none), named by its path. Takes ownership of *t as eq_capture_add does. */
 eq_status eq_capture_add_path(eq_capture *cap, const char *path, int layer, eq_role role, eq_tensor *t);
+/* Appends a copy of entry *e, its tensor owned (taken from *e, left empty) or borrowed as
+ * e->borrowed says; its path, name and layer as they are. */
+eq_status eq_capture_add_entry(eq_capture *cap, eq_capture_entry *e);
 /* Appends one finding (printf-style). */
 eq_status eq_capture_add_finding(eq_capture *cap, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Sets a hyperparameter (replacing one of the same name). */

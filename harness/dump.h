@@ -31,6 +31,15 @@ void eq_dump_set_command(int argc, char *const *argv);
  * not HDF5, or one lacking the attributes and layout above is EQ_ERR_INPUT with the path named. */
 eq_status eq_dump_read(const char *path, eq_capture *out);
 
+/* The same file read a tensor at a time: eq_dump_open reads the root and every dataset's
+ * attributes, dtype and shape into index (each entry's tensor.data NULL) and keeps the file open;
+ * eq_dump_read_entry reads entry `entry`'s data (the index's entries[entry].tensor gives the shape)
+ * into data, eq_tensor_bytes(shape) bytes. Same checks and errors as eq_dump_read. */
+typedef struct eq_dump_file eq_dump_file;
+eq_status eq_dump_open(const char *path, eq_dump_file **file, eq_capture *index);
+eq_status eq_dump_read_entry(eq_dump_file *file, int entry, const eq_tensor *shape, void *data);
+void eq_dump_close(eq_dump_file *file); /* NULL: nothing */
+
 /* A buffer of this size always holds eq_dump_filename's result (EQ_CELL_NAME_MAX and ".h5"). */
 #define EQ_DUMP_FILENAME_MAX 1032
 

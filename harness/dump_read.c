@@ -331,7 +331,9 @@ static int layer_of(const char *dset_path, const char **name)
 }
 
 /* Reads the dataset at dset_path (no leading '/') and appends it to out. */
-static eq_status read_dataset(hid_t file, const char *path, const char *dset_path, eq_capture *out)
+/* Reads dataset dset_path into an entry of out: its attributes, shape and dtype, and its data unless
+ * index (then tensor.data is NULL: eq_dump_read_entry reads it later). */
+static eq_status read_dataset(hid_t file, const char *path, const char *dset_path, int index, eq_capture *out)
 {
     eq_status st = EQ_OK;
     hid_t dset = H5I_INVALID_HID, type = H5I_INVALID_HID, space = H5I_INVALID_HID;
@@ -436,8 +438,14 @@ static eq_status read_dataset(hid_t file, const char *path, const char *dset_pat
         goto cleanup;
     }
     gemm.k_split_by_tp = strcmp(split, "tp") == 0;
-    EQ_TRY(eq_tensor_init(&t, dtype, tensor_ndim, shape));
-    if (bytes > 0)
+    if (index) { /* the shape without the data */
+        t.dtype = dtype;
+        t.ndim = tensor_ndim;
+        memcpy(t.shape, shape, sizeof t.shape);
+    } else {
+        EQ_TRY(eq_tensor_init(&t, dtype, tensor_ndim, shape));
+    }
+    if (bytes > 0 && !index)
         H5_TRY(H5Dread(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data), EQ_ERR_INPUT,
                "%s: reading dataset %s failed (file damaged?)", path, dset_path);
     if (name != dset_path) EQ_TRY(eq_capture_add(out, layer, name, role, &t));
@@ -545,7 +553,30 @@ cleanup:
 
 /* Reads every dataset under group `prefix` ("" for the root), depth first; named datatypes
  * (/bfloat16) are skipped, soft and external links refused. */
-static eq_status walk(hid_t file, const char *path, const char *prefix, int depth, eq_capture *out)
+/* The dataset paths of a file's entries, in entry order (an entry's path is not always its dataset's:
+ * "layers/7/x" is entry "layers/07/x"). */
+typedef struct {
+    char (*paths)[EQ_NAME_MAX];
+    int count, capacity;
+} dataset_list;
+
+static eq_status list_dataset(dataset_list *list, const char *dset_path)
+{
+    if (list->count == list->capacity) {
+        int capacity = list->capacity ? 2 * list->capacity : 64;
+        char(*grown)[EQ_NAME_MAX] = realloc(list->paths, (size_t)capacity * sizeof *grown);
+        if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to list %d datasets", capacity);
+        list->paths = grown;
+        list->capacity = capacity;
+    }
+    snprintf(list->paths[list->count++], EQ_NAME_MAX, "%s", dset_path);
+    return EQ_OK;
+}
+
+/* Reads every dataset under prefix into out (index: without their data), listing their paths in
+ * list where given. */
+static eq_status walk(hid_t file, const char *path, const char *prefix, int depth, int index, dataset_list *list,
+                      eq_capture *out)
 {
     eq_status st = EQ_OK;
     hid_t group = H5I_INVALID_HID;
@@ -571,8 +602,11 @@ static eq_status walk(hid_t file, const char *path, const char *prefix, int dept
         }
         H5_TRY(H5Oget_info_by_name2(group, names[i], &obj, H5O_INFO_BASIC, H5P_DEFAULT), EQ_ERR_INPUT,
                "%s: cannot read object /%s", path, child);
-        if (obj.type == H5O_TYPE_GROUP) EQ_TRY(walk(file, path, child, depth + 1, out));
-        else if (obj.type == H5O_TYPE_DATASET) EQ_TRY(read_dataset(file, path, child, out));
+        if (obj.type == H5O_TYPE_GROUP) EQ_TRY(walk(file, path, child, depth + 1, index, list, out));
+        else if (obj.type == H5O_TYPE_DATASET) {
+            EQ_TRY(read_dataset(file, path, child, index, out));
+            if (list != NULL) EQ_TRY(list_dataset(list, child));
+        }
         /* a named datatype: the bf16 type, nothing to compare */
     }
 cleanup:
@@ -593,13 +627,25 @@ static eq_dtype run_dtype(const eq_capture *cap)
     return cap->count > 0 ? cap->entries[0].tensor.dtype : EQ_FP32;
 }
 
-eq_status eq_dump_read(const char *path, eq_capture *out)
+struct eq_dump_file {
+    hid_t file;
+    char path[4096];
+    dataset_list datasets; /* of the index's entries, in order */
+};
+
+/* Opens path and reads its root and every dataset's attributes and shape into out (data NULL
+ * where index, else read too); *file_out keeps the file open where given. */
+static eq_status open_dump(const char *path, int index, eq_dump_file **file_out, eq_capture *out)
 {
     eq_status st = EQ_OK;
-    hid_t file = H5I_INVALID_HID;
+    eq_dump_file *f = calloc(1, sizeof *f);
     struct stat sb;
     int has_dtype = 0;
     eq_capture_init(out);
+    if (file_out != NULL) *file_out = NULL;
+    if (f == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to open %s", path);
+    f->file = H5I_INVALID_HID;
+    snprintf(f->path, sizeof f->path, "%s", path);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are reported once, through EQ_FAIL */
     if (stat(path, &sb) != 0) {
         int err = errno;
@@ -607,12 +653,12 @@ eq_status eq_dump_read(const char *path, eq_capture *out)
                            : EQ_FAIL(EQ_ERR_INPUT, "cannot open dump %s: %s", path, strerror(err));
         goto cleanup;
     }
-    if (H5Fis_hdf5(path) <= 0 || (file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
+    if (H5Fis_hdf5(path) <= 0 || (f->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
         st = EQ_FAIL(EQ_ERR_INPUT, "%s is not a readable HDF5 dump", path);
         goto cleanup;
     }
-    EQ_TRY(read_root(file, path, &out->meta, &has_dtype));
-    EQ_TRY(walk(file, path, "", 0, out));
+    EQ_TRY(read_root(f->file, path, &out->meta, &has_dtype));
+    EQ_TRY(walk(f->file, path, "", 0, index, file_out != NULL ? &f->datasets : NULL, out));
     if (out->count == 0) {
         st = EQ_FAIL(EQ_ERR_INPUT, "dump %s holds no datasets", path);
         goto cleanup;
@@ -626,8 +672,57 @@ eq_status eq_dump_read(const char *path, eq_capture *out)
             goto cleanup;
         }
     }
+    if (file_out != NULL) {
+        *file_out = f;
+        f = NULL;
+    }
 cleanup:
-    eq_h5_close(&file);
+    eq_dump_close(f);
     if (st != EQ_OK) eq_capture_free(out); /* the caller gets an empty capture, meta zeroed too */
     return st;
+}
+
+eq_status eq_dump_read(const char *path, eq_capture *out) { return open_dump(path, 0, NULL, out); }
+
+eq_status eq_dump_open(const char *path, eq_dump_file **file, eq_capture *index)
+{
+    return open_dump(path, 1, file, index);
+}
+
+eq_status eq_dump_read_entry(eq_dump_file *f, int entry, const eq_tensor *shape, void *data)
+{
+    eq_status st = EQ_OK;
+    hid_t dset = H5I_INVALID_HID, type = H5I_INVALID_HID, space = H5I_INVALID_HID;
+    if (entry < 0 || entry >= f->datasets.count)
+        return EQ_FAIL(EQ_ERR_INTERNAL, "%s: no dataset %d (of %d)", f->path, entry, f->datasets.count);
+    const char *dset_path = f->datasets.paths[entry];
+    H5_TRY(dset = H5Dopen2(f->file, dset_path, H5P_DEFAULT), EQ_ERR_INPUT, "%s: %s is not a readable dataset",
+           f->path, dset_path);
+    H5_TRY(type = H5Dget_type(dset), EQ_ERR_INPUT, "%s: cannot read the type of %s", f->path, dset_path);
+    H5_TRY(space = H5Dget_space(dset), EQ_ERR_INPUT, "%s: cannot read the shape of %s", f->path, dset_path);
+    /* the file is open and unchanged since its index was read: the same type and extent */
+    const hssize_t points = H5Sget_simple_extent_npoints(space);
+    const int is_bf16 = eq_h5_is_bf16_type(type);
+    const eq_dtype dtype = is_bf16 ? EQ_BF16 : H5Tget_size(type) == 4 ? EQ_FP32 : EQ_FP64;
+    if (points != eq_tensor_numel(shape) || dtype != shape->dtype) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s changed since it was opened", f->path, dset_path);
+        goto cleanup;
+    }
+    if (points > 0)
+        H5_TRY(H5Dread(dset, is_bf16 ? type : dtype == EQ_FP32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, H5S_ALL,
+                       H5S_ALL, H5P_DEFAULT, data), EQ_ERR_INPUT, "%s: reading dataset %s failed (file damaged?)",
+               f->path, dset_path);
+cleanup:
+    eq_h5_close(&space);
+    eq_h5_close(&type);
+    eq_h5_close(&dset);
+    return st;
+}
+
+void eq_dump_close(eq_dump_file *f)
+{
+    if (f == NULL) return;
+    eq_h5_close(&f->file);
+    free(f->datasets.paths);
+    free(f);
 }

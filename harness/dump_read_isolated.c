@@ -1,3 +1,5 @@
+/* memfd_create (Linux) */
+#define _GNU_SOURCE
 #include "harness/dump_read_isolated.h"
 
 #include <errno.h>
@@ -8,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,22 +32,49 @@
 #define UNDER_ASAN 0
 #endif
 
-/* The child's message: a header, then an error or the capture.
- *   error:   status, message length + bytes, place length + bytes
- *   capture: eq_run_meta, count, n_findings; per entry its struct (tensor.data meaningless) and
- *            its data; the findings */
-enum { MAGIC = 0x65717276 /* "eqrv" */, KIND_ERROR = 1, KIND_CAPTURE = 2 };
+/* The conversation, over one socket (send with MSG_NOSIGNAL: a dead reader is an error, not a
+ * SIGPIPE):
+ *   the child, first, per file:  MAGIC, KIND_INDEX, eq_run_meta, count, entries (data meaningless)
+ *                                or MAGIC, KIND_ERROR, status, message, place (and it ends)
+ *   then per request:            the parent's wire_request; the child's MAGIC, KIND_DONE or
+ *                                KIND_SAME or KIND_DIFFERS, or KIND_ERROR as above
+ * The tensors themselves go through the shared buffer, a memfd both map. */
+enum { MAGIC = 0x65717276 /* "eqrv" */, KIND_ERROR = 1, KIND_INDEX = 2, KIND_DONE = 3, KIND_SAME = 4, KIND_DIFFERS = 5 };
 /* Entries the child may announce for a file: a dataset takes at least 64 bytes of a valid file
  * (its object header and its link), so more is a garbled message, not a file. */
 #define MIN_DATASET_BYTES 64
 
-/* ---- the child ---- */
+typedef struct {
+    uint32_t magic;
+    int32_t file, entry;
+    uint64_t offset;
+    int64_t same_as;   /* -1: read into offset; else compare with the bytes there */
+    uint64_t map_size; /* the shared buffer's size now */
+} wire_request;
+
+/* The limits of one file: wall-clock seconds for its index (the parent's deadline; the child's CPU
+ * time is held to the same) and the bytes its reads may map beyond what the reader holds. */
+typedef struct {
+    double timeout_s, memory_mb;
+    uint32_t max_entries; /* the most datasets the file can hold (MIN_DATASET_BYTES) */
+} read_limits;
+
+static double env_number(eq_env_setting setting, double fallback)
+{
+    double v = 0.0;
+    return eq_env_number(setting, &v) ? v : fallback;
+}
+
+/* The deadline of one tensor's read: as a file's of that many bytes. */
+static double tensor_timeout(size_t bytes) { return env_number(EQ_ENV_READ_TIMEOUT_S, 30.0 + (double)bytes / (1 << 20)); }
+
+/* ---- both sides ---- */
 
 static int put(int fd, const void *buf, size_t n)
 {
     const char *p = buf;
     while (n > 0) {
-        ssize_t w = write(fd, p, n);
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return -1;
         p += w;
@@ -60,30 +91,24 @@ static int put_text(int fd, const char *s)
     return put_u32(fd, len) || put(fd, s, len);
 }
 
-static void send_result(int fd, eq_status st, const eq_capture *cap)
+/* ---- the child ---- */
+
+static void send_error(int fd, eq_status st)
 {
-    if (put_u32(fd, MAGIC)) return;
-    if (st != EQ_OK) {
-        if (put_u32(fd, KIND_ERROR) || put_u32(fd, (uint32_t)st) || put_text(fd, eq_error_message())) return;
-        put_text(fd, eq_error_where());
+    if (put_u32(fd, MAGIC) || put_u32(fd, KIND_ERROR) || put_u32(fd, (uint32_t)st) || put_text(fd, eq_error_message()))
         return;
-    }
-    if (put_u32(fd, KIND_CAPTURE) || put(fd, &cap->meta, sizeof cap->meta) || put_u32(fd, (uint32_t)cap->count) ||
-        put_u32(fd, (uint32_t)cap->n_findings))
-        return;
-    for (int i = 0; i < cap->count; i++) {
-        const eq_capture_entry *e = &cap->entries[i];
-        if (put(fd, e, sizeof *e) || put(fd, e->tensor.data, eq_tensor_bytes(&e->tensor))) return;
-    }
-    put(fd, cap->findings, (size_t)cap->n_findings * sizeof cap->findings[0]);
+    put_text(fd, eq_error_where());
 }
 
-/* The limits of one file's read: wall-clock seconds (the parent's deadline; the child's CPU time
- * is held to the same) and the bytes it may map beyond what the reader holds when it starts it. */
-typedef struct {
-    double timeout_s, memory_mb;
-    uint32_t max_entries; /* the most datasets the file can hold (MIN_DATASET_BYTES) */
-} read_limits;
+static int send_index(int fd, const eq_capture *cap)
+{
+    if (put_u32(fd, MAGIC) || put_u32(fd, KIND_INDEX) || put(fd, &cap->meta, sizeof cap->meta) ||
+        put_u32(fd, (uint32_t)cap->count))
+        return -1;
+    for (int i = 0; i < cap->count; i++)
+        if (put(fd, &cap->entries[i], sizeof cap->entries[i])) return -1;
+    return 0;
+}
 
 /* The address space this process has mapped now (so the limit is what the read may add). */
 static rlim_t mapped_bytes(void)
@@ -104,8 +129,8 @@ static rlim_t cpu_used(void)
     return (rlim_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1;
 }
 
-/* Sets the soft limit of resource (at most its hard limit, which stays: a later file's read may
- * need a higher soft limit than this one's). */
+/* Sets the soft limit of resource (at most its hard limit, which stays: a later read may need a
+ * higher soft limit than this one's). */
 static void set_soft_limit(int resource, rlim_t soft)
 {
     struct rlimit rl;
@@ -114,9 +139,63 @@ static void set_soft_limit(int resource, rlim_t soft)
     setrlimit(resource, &rl);
 }
 
-/* Reads the files in turn, each under its own limits (what it may add to what the files before it
- * used), sending each result as it is read; stops after an error. */
-static _Noreturn void child_main(int fd, const char *const *paths, const read_limits *limits, int n)
+static void limit_to(double timeout_s, double memory_mb)
+{
+    set_soft_limit(RLIMIT_CPU, cpu_used() + (rlim_t)timeout_s + 1);
+    if (!UNDER_ASAN) set_soft_limit(RLIMIT_AS, mapped_bytes() + (rlim_t)(memory_mb * (1 << 20)));
+}
+
+/* The child's side of a request; 0 to go on, -1 to end. */
+typedef struct {
+    int fd, mem_fd;
+    char *map;
+    size_t map_size;
+    void *scratch; /* a replica's bytes, for a check */
+    size_t scratch_size;
+} child_state;
+
+static int serve(child_state *c, const wire_request *q, eq_dump_file **files, const eq_capture *index, int n,
+                 const read_limits *limits)
+{
+    if (q->magic != MAGIC || q->file < 0 || q->file >= n || q->entry < 0 || q->entry >= index[q->file].count)
+        return -1;
+    const eq_tensor *shape = &index[q->file].entries[q->entry].tensor;
+    const size_t bytes = eq_tensor_bytes(shape);
+    if (q->map_size != c->map_size) { /* the parent grew the buffer */
+        if (c->map != NULL) munmap(c->map, c->map_size);
+        c->map = mmap(NULL, q->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, c->mem_fd, 0);
+        c->map_size = c->map == MAP_FAILED ? 0 : q->map_size;
+        if (c->map == MAP_FAILED) return -1;
+    }
+    const size_t end = q->same_as >= 0 ? (size_t)q->same_as : q->offset;
+    if (end > c->map_size || bytes > c->map_size - end) return -1;
+    limit_to(tensor_timeout(bytes), limits[q->file].memory_mb);
+    void *into = c->map + q->offset;
+    if (q->same_as >= 0) {
+        if (bytes > c->scratch_size) {
+            free(c->scratch);
+            c->scratch_size = 0;
+            if ((c->scratch = malloc(bytes)) == NULL) {
+                send_error(c->fd, EQ_FAIL(EQ_ERR_NOMEM, "no memory for %zu bytes", bytes));
+                return -1;
+            }
+            c->scratch_size = bytes;
+        }
+        into = c->scratch;
+    }
+    eq_status st = eq_dump_read_entry(files[q->file], q->entry, shape, into);
+    if (st != EQ_OK) {
+        send_error(c->fd, st);
+        return -1;
+    }
+    uint32_t kind = q->same_as < 0 ? KIND_DONE : memcmp(c->scratch, c->map + q->same_as, bytes) == 0 ? KIND_SAME
+                                                                                                   : KIND_DIFFERS;
+    return put_u32(c->fd, MAGIC) || put_u32(c->fd, kind) ? -1 : 0;
+}
+
+/* Opens the files in turn, each under its own limits, sending each index as it is read; then
+ * answers requests until the parent closes the socket. Ends after an error. */
+static _Noreturn void child_main(int fd, int mem_fd, const char *const *paths, const read_limits *limits, int n)
 {
     struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
@@ -128,19 +207,50 @@ static _Noreturn void child_main(int fd, const char *const *paths, const read_li
         dup2(devnull, STDERR_FILENO);
         close(devnull);
     }
-    for (int i = 0; i < n; i++) {
-        set_soft_limit(RLIMIT_CPU, cpu_used() + (rlim_t)limits[i].timeout_s + 1);
-        if (!UNDER_ASAN) set_soft_limit(RLIMIT_AS, mapped_bytes() + (rlim_t)(limits[i].memory_mb * (1 << 20)));
-        eq_capture cap;
-        eq_status st = eq_dump_read(paths[i], &cap);
-        send_result(fd, st, &cap);
-        eq_capture_free(&cap);
-        if (st != EQ_OK) break;
+    eq_dump_file **files = calloc((size_t)n, sizeof *files);
+    eq_capture *index = calloc((size_t)n, sizeof *index);
+    if (files == NULL || index == NULL) {
+        send_error(fd, EQ_FAIL(EQ_ERR_NOMEM, "no memory to open %d files", n));
+        _exit(0);
     }
-    _exit(0); /* no atexit handlers, no stdio buffers of the parent's flushed twice */
+    for (int i = 0; i < n; i++) {
+        limit_to(limits[i].timeout_s, limits[i].memory_mb);
+        eq_status st = eq_dump_open(paths[i], &files[i], &index[i]);
+        if (st != EQ_OK) {
+            send_error(fd, st);
+            _exit(0);
+        }
+        if (send_index(fd, &index[i])) _exit(0);
+    }
+    child_state c = {fd, mem_fd, NULL, 0, NULL, 0};
+    for (;;) {
+        wire_request q;
+        size_t got = 0;
+        while (got < sizeof q) {
+            ssize_t r = recv(fd, (char *)&q + got, sizeof q - got, 0);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) _exit(0); /* the parent is done */
+            got += (size_t)r;
+        }
+        if (serve(&c, &q, files, index, n, limits)) _exit(0);
+    }
 }
 
 /* ---- the parent ---- */
+
+struct eq_dump_server {
+    pid_t pid;
+    int fd, mem_fd;
+    char *map;
+    size_t map_size;
+    int n;
+    const char *const *paths;
+    read_limits *limits;
+    const eq_capture *index;
+    eq_dump_request *pending; /* the batch sent, not yet answered */
+    int n_pending;
+    int failed; /* a send or wait failed: the reader is gone */
+};
 
 typedef struct {
     int fd;
@@ -192,11 +302,12 @@ static int get_text(reader *r, char *buf, size_t cap)
     return 0;
 }
 
-/* An entry as the child sent it, checked before its data is allocated. */
+/* An entry as the child sent it, checked: its data is not here. */
 static int entry_ok(eq_capture_entry *e)
 {
     e->path[sizeof e->path - 1] = e->name[sizeof e->name - 1] = '\0';
     e->gemm.a[sizeof e->gemm.a - 1] = e->gemm.b[sizeof e->gemm.b - 1] = '\0';
+    e->borrowed = 0;
     eq_tensor *t = &e->tensor;
     t->data = NULL;
     if ((unsigned)t->dtype >= EQ_DTYPE_COUNT || t->ndim < 1 || t->ndim > EQ_MAX_DIMS) return 0;
@@ -208,36 +319,21 @@ static int entry_ok(eq_capture_entry *e)
     return 1;
 }
 
-/* The capture the child sent, into out; -1 if the message is cut short or malformed. */
-static int get_capture(reader *r, uint32_t max_entries, eq_capture *out)
+/* The index the child sent, into out; -1 if the message is cut short or malformed. */
+static int get_index(reader *r, uint32_t max_entries, eq_capture *out)
 {
-    uint32_t count = 0, n_findings = 0;
-    if (get(r, &out->meta, sizeof out->meta) || get_u32(r, &count) || get_u32(r, &n_findings)) return -1;
-    if (count > max_entries || n_findings > max_entries) return -1;
+    uint32_t count = 0;
+    if (get(r, &out->meta, sizeof out->meta) || get_u32(r, &count)) return -1;
+    if (count > max_entries) return -1;
     if (count > 0 && (out->entries = calloc(count, sizeof *out->entries)) == NULL) return -1;
     out->capacity = (int)count;
     for (uint32_t i = 0; i < count; i++) {
         eq_capture_entry *e = &out->entries[i];
         if (get(r, e, sizeof *e) || !entry_ok(e)) return -1;
-        eq_tensor t = e->tensor;
-        if (eq_tensor_init(&e->tensor, t.dtype, t.ndim, t.shape) != EQ_OK) return -1;
-        out->count++; /* from here eq_capture_free frees its data */
-        if (get(r, e->tensor.data, eq_tensor_bytes(&e->tensor))) return -1;
-    }
-    if (n_findings > 0) {
-        if ((out->findings = calloc(n_findings, sizeof out->findings[0])) == NULL) return -1;
-        if (get(r, out->findings, n_findings * sizeof out->findings[0])) return -1;
-        out->n_findings = (int)n_findings;
-        for (uint32_t i = 0; i < n_findings; i++) out->findings[i][EQ_FINDING_MAX - 1] = '\0';
+        out->count++;
     }
     eq_capture_reindex(out);
     return 0;
-}
-
-static double env_number(eq_env_setting setting, double fallback)
-{
-    double v = 0.0;
-    return eq_env_number(setting, &v) ? v : fallback;
 }
 
 /* The child's error as this process's pending error, at the child's place ("harness/x.c:42"). */
@@ -266,28 +362,51 @@ static eq_status check_file(const char *path, off_t *size)
     return EQ_OK;
 }
 
-/* What ended the read of one file: its limits, and what came back of it. */
-static eq_status read_failure(const char *path, const read_limits *lim, int complete, int child_error, uint32_t code,
-                              const char *message, const char *where, int timed_out, int wstatus)
+/* What came back of one answer: complete (all of it), child_error (an error of equiv's, with code,
+ * message and place), timed_out. */
+typedef struct {
+    int complete, child_error, timed_out;
+    uint32_t code, kind;
+    char message[512], where[128];
+} answer;
+
+/* Reads one answer's head and, for an error, its text. */
+static void get_answer(reader *r, answer *a)
 {
-    if (complete && child_error && code == EQ_ERR_NOMEM)
+    uint32_t magic = 0;
+    memset(a, 0, sizeof *a);
+    if (get_u32(r, &magic) == 0 && magic == MAGIC && get_u32(r, &a->kind) == 0) {
+        if (a->kind == KIND_ERROR)
+            a->complete = a->child_error = get_u32(r, &a->code) == 0 &&
+                                           get_text(r, a->message, sizeof a->message) == 0 &&
+                                           get_text(r, a->where, sizeof a->where) == 0;
+        else
+            a->complete = 1;
+    }
+    a->timed_out = r->timed_out;
+}
+
+/* What ended a read of one file: its limits, and what came back of it. */
+static eq_status read_failure(const char *path, double timeout_s, double memory_mb, const answer *a, int wstatus)
+{
+    if (a->complete && a->child_error && a->code == EQ_ERR_NOMEM)
         return EQ_FAIL(EQ_ERR_INPUT, "%s: reading it needed more than %.0f MB (EQUIV_READ_MEMORY_MB allows more): %s",
-                       path, lim->memory_mb, message);
-    if (complete && child_error) return raise_child_error(code, message, where);
-    if (timed_out)
+                       path, memory_mb, a->message);
+    if (a->complete && a->child_error) return raise_child_error(a->code, a->message, a->where);
+    if (a->timed_out)
         return EQ_FAIL(EQ_ERR_INPUT, "%s: reading it took over %.0f s (a damaged file makes the HDF5 library loop; "
-                       "EQUIV_READ_TIMEOUT_S allows more)", path, lim->timeout_s);
+                       "EQUIV_READ_TIMEOUT_S allows more)", path, timeout_s);
     if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGXCPU)
         return EQ_FAIL(EQ_ERR_INPUT, "%s: reading it used over %.0f s of CPU (a damaged file makes the HDF5 library "
-                       "loop; EQUIV_READ_TIMEOUT_S allows more)", path, lim->timeout_s);
+                       "loop; EQUIV_READ_TIMEOUT_S allows more)", path, timeout_s);
     if (WIFSIGNALED(wstatus))
         return EQ_FAIL(EQ_ERR_INPUT, "%s is damaged: the HDF5 library crashed reading it (signal %d, %s): the file is "
                        "not a dump, or was cut or corrupted, or reading it needed more than %.0f MB "
                        "(EQUIV_READ_MEMORY_MB allows more)", path, WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)),
-                       lim->memory_mb);
+                       memory_mb);
     return EQ_FAIL(EQ_ERR_INPUT, "%s is damaged: reading it needed more than %.0f MB or ended early (the HDF5 "
                    "library was asked for a size the file cannot hold; EQUIV_READ_MEMORY_MB allows more)", path,
-                   lim->memory_mb);
+                   memory_mb);
 }
 
 static void deadline_in(struct timespec *deadline, double seconds)
@@ -301,18 +420,49 @@ static void deadline_in(struct timespec *deadline, double seconds)
     }
 }
 
-eq_status eq_dump_read_isolated(const char *path, eq_capture *out) { return eq_dump_read_isolated_many(&path, 1, out); }
+/* Ends the reader (killed where it may still be working) and reaps it; its wait status. */
+static int end_reader(eq_dump_server *s, int kill_it)
+{
+    int wstatus = 0;
+    if (s->fd >= 0) close(s->fd);
+    s->fd = -1;
+    if (s->pid > 0) {
+        if (kill_it) kill(s->pid, SIGKILL);
+        while (waitpid(s->pid, &wstatus, 0) < 0 && errno == EINTR) {}
+        s->pid = -1;
+    }
+    return wstatus;
+}
 
-eq_status eq_dump_read_isolated_many(const char *const *paths, int n, eq_capture *out)
+/* The reader failed on file `file` (within a limit of timeout_s): the error, the reader ended. */
+static eq_status failure(eq_dump_server *s, int file, double timeout_s, const answer *a)
+{
+    s->failed = 1;
+    int wstatus = end_reader(s, 1);
+    return read_failure(s->paths[file], timeout_s, s->limits[file].memory_mb, a, wstatus);
+}
+
+eq_status eq_dump_server_open(const char *const *paths, int n, eq_dump_server **out, eq_capture *index)
 {
     eq_status st = EQ_OK;
-    read_limits *limits = NULL;
     int fds[2] = {-1, -1};
-    pid_t pid = -1;
-    for (int i = 0; i < n; i++) eq_capture_init(&out[i]);
-    if (n < 1) return EQ_OK;
-    if ((limits = calloc((size_t)n, sizeof *limits)) == NULL)
-        return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %d files", n);
+    eq_dump_server *s = calloc(1, sizeof *s);
+    *out = NULL;
+    for (int i = 0; i < n; i++) eq_capture_init(&index[i]);
+    if (s == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %d files", n);
+    s->fd = s->mem_fd = -1;
+    s->pid = -1;
+    s->n = n;
+    s->paths = paths;
+    s->index = index;
+    if (n < 1) {
+        st = EQ_FAIL(EQ_ERR_INTERNAL, "a reader of no files");
+        goto cleanup;
+    }
+    if ((s->limits = calloc((size_t)n, sizeof *s->limits)) == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %d files", n);
+        goto cleanup;
+    }
     for (int i = 0; i < n; i++) {
         off_t size = 0;
         EQ_TRY(check_file(paths[i], &size));
@@ -321,60 +471,207 @@ eq_status eq_dump_read_isolated_many(const char *const *paths, int n, eq_capture
          * 400 bytes each) reads at 10 to 30 MB/s here (read_bench): 1 s per MB leaves it ten times
          * that, so a valid file is never called damaged for its size; a looping library is still
          * stopped, later in a larger file. */
-        limits[i].timeout_s = env_number(EQ_ENV_READ_TIMEOUT_S, 30.0 + mb);
-        limits[i].memory_mb = env_number(EQ_ENV_READ_MEMORY_MB, 1024.0 + 8.0 * mb);
+        s->limits[i].timeout_s = env_number(EQ_ENV_READ_TIMEOUT_S, 30.0 + mb);
+        s->limits[i].memory_mb = env_number(EQ_ENV_READ_MEMORY_MB, 1024.0 + 8.0 * mb);
         const off_t most = size / MIN_DATASET_BYTES + 1024;
-        limits[i].max_entries = most < INT32_MAX ? (uint32_t)most : INT32_MAX;
+        s->limits[i].max_entries = most < INT32_MAX ? (uint32_t)most : INT32_MAX;
     }
-    if (pipe(fds) != 0) {
-        st = EQ_FAIL(EQ_ERR_IO, "cannot read %s: no pipe to a reader process: %s", paths[0], strerror(errno));
+    if ((s->mem_fd = memfd_create("equiv-read", MFD_CLOEXEC)) < 0) {
+        st = EQ_FAIL(EQ_ERR_IO, "cannot read %s: no shared memory for a reader process: %s", paths[0],
+                     strerror(errno));
+        goto cleanup;
+    }
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+        st = EQ_FAIL(EQ_ERR_IO, "cannot read %s: no socket to a reader process: %s", paths[0], strerror(errno));
         goto cleanup;
     }
     fflush(NULL);
-    pid = fork();
-    if (pid < 0) {
+    s->pid = fork();
+    if (s->pid < 0) {
         st = EQ_FAIL(EQ_ERR_IO, "cannot read %s: cannot start a reader process: %s", paths[0], strerror(errno));
         goto cleanup;
     }
-    if (pid == 0) {
+    if (s->pid == 0) {
         close(fds[0]);
-        child_main(fds[1], paths, limits, n);
+        child_main(fds[1], s->mem_fd, paths, s->limits, n);
     }
     close(fds[1]);
     fds[1] = -1;
-
-    /* One file at a time, each under its own deadline; the first that fails is the error. */
-    int failed = -1, complete = 0, child_error = 0, timed_out = 0;
-    uint32_t code = 0;
-    char message[512] = "", where[128] = "";
-    for (int i = 0; i < n && failed < 0; i++) {
-        reader r = {.fd = fds[0]};
-        deadline_in(&r.deadline, limits[i].timeout_s);
-        uint32_t magic = 0, kind = 0;
-        complete = child_error = 0;
-        if (get_u32(&r, &magic) == 0 && magic == MAGIC && get_u32(&r, &kind) == 0) {
-            if (kind == KIND_ERROR)
-                complete = child_error = get_u32(&r, &code) == 0 && get_text(&r, message, sizeof message) == 0 &&
-                                         get_text(&r, where, sizeof where) == 0;
-            else if (kind == KIND_CAPTURE)
-                complete = get_capture(&r, limits[i].max_entries, &out[i]) == 0;
-        }
-        timed_out = r.timed_out;
-        if (!complete || child_error) failed = i;
-    }
-    close(fds[0]);
+    s->fd = fds[0];
     fds[0] = -1;
-    if (failed >= 0) kill(pid, SIGKILL); /* a reader that hangs, or one that has more to send */
-    int wstatus = 0;
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {}
-    if (failed >= 0)
-        st = read_failure(paths[failed], &limits[failed], complete, child_error, code, message, where, timed_out,
-                          wstatus);
+    /* One file at a time, each under its own deadline; the first that fails is the error. */
+    for (int i = 0; i < n; i++) {
+        reader r = {.fd = s->fd};
+        deadline_in(&r.deadline, s->limits[i].timeout_s);
+        answer a;
+        get_answer(&r, &a);
+        if (a.complete && a.kind == KIND_INDEX) {
+            if (get_index(&r, s->limits[i].max_entries, &index[i]) == 0) continue;
+            a.complete = 0;
+            a.timed_out = r.timed_out;
+        } else if (a.complete && !a.child_error) {
+            a.complete = 0; /* garbled */
+        }
+        st = failure(s, i, s->limits[i].timeout_s, &a);
+        goto cleanup;
+    }
+    *out = s;
+    s = NULL;
 cleanup:
     if (fds[0] >= 0) close(fds[0]);
     if (fds[1] >= 0) close(fds[1]);
-    free(limits);
     if (st != EQ_OK)
-        for (int i = 0; i < n; i++) eq_capture_free(&out[i]);
+        for (int i = 0; i < n; i++) eq_capture_free(&index[i]);
+    eq_dump_server_close(s);
+    return st;
+}
+
+eq_status eq_dump_server_reserve(eq_dump_server *s, size_t bytes)
+{
+    if (bytes <= s->map_size) return EQ_OK;
+    const size_t grain = (size_t)2 << 20;
+    size_t size = (bytes + grain - 1) / grain * grain;
+    if (s->map != NULL) munmap(s->map, s->map_size);
+    s->map = NULL;
+    s->map_size = 0;
+    if (ftruncate(s->mem_fd, (off_t)size) != 0)
+        return EQ_FAIL(EQ_ERR_NOMEM, "no shared memory of %zu MB to read %s into: %s", size >> 20, s->paths[0],
+                       strerror(errno));
+    void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s->mem_fd, 0);
+    if (map == MAP_FAILED)
+        return EQ_FAIL(EQ_ERR_NOMEM, "cannot map %zu MB of shared memory to read %s into: %s", size >> 20, s->paths[0],
+                       strerror(errno));
+    s->map = map;
+    s->map_size = size;
+    return EQ_OK;
+}
+
+void *eq_dump_server_buffer(eq_dump_server *s) { return s->map; }
+
+eq_status eq_dump_server_send(eq_dump_server *s, eq_dump_request *req, int n)
+{
+    if (s->failed || s->n_pending > 0 || n > EQ_DUMP_BATCH_MAX)
+        return EQ_FAIL(EQ_ERR_INTERNAL, "a reader asked %d more before it answered %d", n, s->n_pending);
+    for (int i = 0; i < n; i++) {
+        const eq_dump_request *q = &req[i];
+        if (q->file < 0 || q->file >= s->n || q->entry < 0 || q->entry >= s->index[q->file].count)
+            return EQ_FAIL(EQ_ERR_INTERNAL, "a read of entry %d of file %d", q->entry, q->file);
+        const size_t bytes = eq_tensor_bytes(&s->index[q->file].entries[q->entry].tensor);
+        const size_t at = q->same_as >= 0 ? (size_t)q->same_as : q->offset;
+        if (at > s->map_size || bytes > s->map_size - at)
+            return EQ_FAIL(EQ_ERR_INTERNAL, "a read of %zu bytes at %zu past the shared buffer's %zu", bytes, at,
+                           s->map_size);
+    }
+    /* one send for the batch: the reader's answers can then fill the socket while this process
+     * reads them, never while it is still sending */
+    wire_request *wire = calloc((size_t)(n > 0 ? n : 1), sizeof *wire);
+    if (wire == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d requests", n);
+    for (int i = 0; i < n; i++)
+        wire[i] = (wire_request){MAGIC, req[i].file, req[i].entry, req[i].offset, req[i].same_as, s->map_size};
+    const int sent = put(s->fd, wire, (size_t)n * sizeof *wire);
+    free(wire);
+    if (sent != 0) {
+        answer a;
+        memset(&a, 0, sizeof a);
+        return failure(s, req[0].file, s->limits[req[0].file].timeout_s, &a);
+    }
+    s->pending = req;
+    s->n_pending = n;
+    return EQ_OK;
+}
+
+eq_status eq_dump_server_wait(eq_dump_server *s)
+{
+    eq_dump_request *req = s->pending;
+    const int n = s->n_pending;
+    s->pending = NULL;
+    s->n_pending = 0;
+    for (int i = 0; i < n; i++) {
+        const size_t bytes = eq_tensor_bytes(&s->index[req[i].file].entries[req[i].entry].tensor);
+        const double timeout = tensor_timeout(bytes);
+        reader r = {.fd = s->fd};
+        deadline_in(&r.deadline, timeout);
+        answer a;
+        get_answer(&r, &a);
+        if (a.complete && (a.kind == KIND_DONE || a.kind == KIND_SAME || a.kind == KIND_DIFFERS)) {
+            req[i].same = a.kind == KIND_SAME;
+            continue;
+        }
+        if (a.complete && !a.child_error) a.complete = 0; /* garbled */
+        return failure(s, req[i].file, timeout, &a);
+    }
+    return EQ_OK;
+}
+
+void eq_dump_server_close(eq_dump_server *s)
+{
+    if (s == NULL) return;
+    end_reader(s, s->failed);
+    if (s->map != NULL) munmap(s->map, s->map_size);
+    if (s->mem_fd >= 0) close(s->mem_fd);
+    free(s->limits);
+    free(s);
+}
+
+/* ---- whole files, read through the server ---- */
+
+/* Every entry of index file `file` into out's own memory, in batches of at most BATCH_BYTES (one
+ * tensor larger than that alone). */
+#define BATCH_BYTES ((size_t)256 << 20)
+static eq_status read_whole(eq_dump_server *s, int file, const eq_capture *index, eq_capture *out)
+{
+    eq_status st = EQ_OK;
+    eq_dump_request *req = calloc((size_t)(index->count > 0 ? index->count : 1), sizeof *req);
+    if (req == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %d datasets", index->count);
+    eq_capture_init(out);
+    out->meta = index->meta;
+    for (int first = 0; first < index->count;) {
+        size_t bytes = 0;
+        int n = 0;
+        while (first + n < index->count && n < EQ_DUMP_BATCH_MAX) {
+            const size_t b = (eq_tensor_bytes(&index->entries[first + n].tensor) + 63) / 64 * 64;
+            if (n > 0 && bytes + b > BATCH_BYTES) break;
+            req[n] = (eq_dump_request){file, first + n, bytes, -1, 0};
+            bytes += b;
+            n++;
+        }
+        EQ_TRY(eq_dump_server_reserve(s, bytes > 0 ? bytes : 1));
+        EQ_TRY(eq_dump_server_send(s, req, n));
+        EQ_TRY(eq_dump_server_wait(s));
+        for (int k = 0; k < n; k++) {
+            eq_capture_entry e = index->entries[first + k];
+            eq_tensor t;
+            EQ_TRY(eq_tensor_init(&t, e.tensor.dtype, e.tensor.ndim, e.tensor.shape));
+            memcpy(t.data, (char *)eq_dump_server_buffer(s) + req[k].offset, eq_tensor_bytes(&t));
+            e.tensor = t;
+            EQ_TRY(eq_capture_add_entry(out, &e));
+        }
+        first += n;
+    }
+cleanup:
+    free(req);
+    if (st != EQ_OK) eq_capture_free(out);
+    return st;
+}
+
+eq_status eq_dump_read_isolated(const char *path, eq_capture *out) { return eq_dump_read_isolated_many(&path, 1, out); }
+
+eq_status eq_dump_read_isolated_many(const char *const *paths, int n, eq_capture *out)
+{
+    eq_status st = EQ_OK;
+    eq_dump_server *s = NULL;
+    eq_capture *index = calloc((size_t)(n > 0 ? n : 1), sizeof *index);
+    for (int i = 0; i < n; i++) eq_capture_init(&out[i]);
+    if (index == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %d files", n);
+    if (n < 1) goto cleanup;
+    EQ_TRY(eq_dump_server_open(paths, n, &s, index));
+    for (int i = 0; i < n; i++) EQ_TRY(read_whole(s, i, &index[i], &out[i]));
+cleanup:
+    eq_dump_server_close(s);
+    for (int i = 0; i < n; i++) {
+        eq_capture_free(&index[i]);
+        if (st != EQ_OK) eq_capture_free(&out[i]);
+    }
+    free(index);
     return st;
 }

@@ -2,20 +2,21 @@
  *
  * libhdf5 (1.10 here) crashes, loops or allocates without bound on some damaged files, inside the
  * library, before any check of ours can run: one byte flipped in a dump's object headers is
- * enough. So every file `equiv compare` reads is read in a child process: the child runs
- * eq_dump_read (harness/dump.h) under a memory limit, a CPU-time limit and no core file, and sends
- * the capture back through a pipe; the parent waits under a wall-clock deadline and never calls
+ * enough. So every file `equiv compare` reads is read in a child process: the child opens it
+ * (eq_dump_open, harness/dump.h) and reads what the parent asks for under a memory limit, a
+ * CPU-time limit and no core file; the parent waits under a wall-clock deadline and never calls
  * HDF5 on the file. A crash, a hang or an allocation past the limit in the child is one error line
  * naming the file; equiv's own error in the child (a missing attribute, a bad shard) comes back as
  * the line it would have been in-process, with its place.
  *
  * Limits (environment):
- *   EQUIV_READ_TIMEOUT_S   wall-clock seconds per file, and CPU seconds (default 30 + 1 s per MB of
- *                          file: ten times what the densest valid file, 100,000 scalar datasets in
- *                          40 MB, takes here, so no valid file is called damaged for its size)
+ *   EQUIV_READ_TIMEOUT_S   wall-clock seconds per file's index and per tensor, and CPU seconds
+ *                          (default 30 + 1 s per MB of the file, or of the tensor: ten times what
+ *                          the densest valid file, 100,000 scalar datasets in 40 MB, takes here, so
+ *                          no valid file is called damaged for its size)
  *   EQUIV_READ_MEMORY_MB   memory the child may map for a file beyond what it holds when it starts
- *                          the file (default 1024 + 8x the file's size: an uncompressed file needs
- *                          about 1x)
+ *                          the file or a tensor, the shared buffer aside (default 1024 + 8x the
+ *                          file's size: an uncompressed file needs about 1x)
  * Under AddressSanitizer the memory limit is not set (its shadow memory is terabytes of address
  * space); its allocator then ends the child instead, which is reported the same way. */
 #ifndef EQUIV_HARNESS_DUMP_READ_ISOLATED_H
@@ -23,13 +24,53 @@
 
 #include "harness/capture.h"
 
+/* A reader process serving the n files of one run, a tensor at a time: every file is opened once,
+ * in the child, which keeps them open. Tensors come back through memory the two processes share
+ * (a memfd), so a tensor crosses no pipe and no copy: the child reads a dataset straight into the
+ * buffer where the parent compares it. Only the requests and the answers cross a socket.
+ *
+ * The limits apply to each file's index (its attributes and shapes, read by eq_dump_server_open)
+ * and to each tensor's read: its deadline and CPU time are the timeout for its bytes (30 s + 1 s
+ * per MB by default), its memory the file's limit beyond the shared buffer. */
+typedef struct eq_dump_server eq_dump_server;
+
+/* Starts the reader and reads every file's index: index[i] (n of them, initialised here) holds
+ * paths[i]'s meta and entries with their shapes and no data (tensor.data NULL). The first file
+ * that fails is the error, named as eq_dump_read_isolated names it. */
+eq_status eq_dump_server_open(const char *const *paths, int n, eq_dump_server **out, eq_capture *index);
+
+/* One read: entry `entry` of file `file` into the shared buffer at byte offset `offset`. With
+ * same_as >= 0 the tensor is instead compared bit for bit in the reader with the bytes at that
+ * offset (a replica's check, which then costs no memory here) and *same says whether they are
+ * equal. */
+typedef struct {
+    int file, entry;
+    size_t offset;
+    long long same_as; /* -1: read */
+    int same;          /* the answer of a check */
+} eq_dump_request;
+
+/* Makes the shared buffer at least bytes long (the pointers eq_dump_server_buffer gave before are
+ * then stale). */
+eq_status eq_dump_server_reserve(eq_dump_server *s, size_t bytes);
+/* The shared buffer (NULL before the first reserve). */
+void *eq_dump_server_buffer(eq_dump_server *s);
+/* Sends n <= EQ_DUMP_BATCH_MAX requests (the buffer must hold every offset + the entry's bytes),
+ * answered in order by eq_dump_server_wait; the reader works on them while this process goes on.
+ * One batch at a time (its answers, 8 bytes each, fit the socket's buffer: neither side blocks). */
+#define EQ_DUMP_BATCH_MAX 1024
+eq_status eq_dump_server_send(eq_dump_server *s, eq_dump_request *req, int n);
+eq_status eq_dump_server_wait(eq_dump_server *s);
+/* Ends the reader (NULL: nothing). After a failed send or wait the server only closes. */
+void eq_dump_server_close(eq_dump_server *s);
+
 /* eq_dump_read(path, out) in a child process, as described above; same contract. */
 eq_status eq_dump_read_isolated(const char *path, eq_capture *out);
 
-/* The same for n files (a run's rank files) in one child, which reads them in turn, each under its
- * own limits and deadline: out[i] is paths[i]'s capture. A child per file cost 2 to 7 ms each
- * (starting it, and HDF5 starting in it), far more than reading a small file. The first file that
- * fails is the error, named as eq_dump_read_isolated names it; then every out[i] is empty. */
+/* The same for n files (a run's rank files) in one reader: out[i] is paths[i]'s capture. A child
+ * per file cost 2 to 7 ms each (starting it, and HDF5 starting in it), far more than reading a
+ * small file. The first file that fails is the error, named as eq_dump_read_isolated names it;
+ * then every out[i] is empty. */
 eq_status eq_dump_read_isolated_many(const char *const *paths, int n, eq_capture *out);
 
 #endif
