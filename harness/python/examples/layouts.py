@@ -181,11 +181,12 @@ def layer_norm(name):
     return ln
 
 
-def linear(name, n_in, n_out):
-    lin = nn.Linear(n_in, n_out)
+def linear(name, n_in, n_out, bias=True):
+    lin = nn.Linear(n_in, n_out, bias=bias)
     with torch.no_grad():
         lin.weight.copy_(drawn(name + ".weight", (n_out, n_in), n_in ** -0.5))
-        lin.bias.copy_(drawn(name + ".bias", (n_out,), 0.1))
+        if bias:
+            lin.bias.copy_(drawn(name + ".bias", (n_out,), 0.1))
     return lin
 
 
@@ -210,7 +211,8 @@ class AttnBlock(nn.Module):
     def __init__(self, name):
         super().__init__()
         self.ln, self.attn = layer_norm(name + ".ln"), nn.Identity()
-        self.q, self.k, self.v, self.proj = (linear(f"{name}.{n}", H, H) for n in ("q", "k", "v", "proj"))
+        # k without a bias: softmax over keys ignores it, its gradient is zero (rounding noise only)
+        self.q, self.k, self.v, self.proj = (linear(f"{name}.{n}", H, H, n != "k") for n in ("q", "k", "v", "proj"))
 
     def forward(self, x):  # x [b, s/cp, h]
         h = self.ln(x)
@@ -375,8 +377,9 @@ def finalize(model, args):
         sum_grads(sp, W.groups["tp"], 1)  # Megatron's finalize_model_grads: sequence-parallel weights over tp
     sum_grads(sp + dense, W.groups["cp"], 1)  # each cp rank's part of the sequence
     sum_grads(sp + dense, W.groups["dp"], W.size("dp"))
-    if args.bug == "expert_grad_unreduced":
-        sum_grads(experts, W.groups["edp"], 1)
+    if args.bug == "expert_grad_unreduced":  # each replica keeps the gradient of its own tokens
+        for p in experts:
+            p.grad /= W.size("dp")
         return
     sum_grads(experts, W.groups["edp"], W.size("dp"))
 
