@@ -51,6 +51,10 @@ typedef struct {
     int world_size;              /* ranks whose files were assembled (0: not recorded) */
     int has_rank;                /* a rank's file of a run of world_size ranks: tensors are its shards */
     int rank, dp_rank, tp_rank;
+    /* The other groups of a user's run (harness/run_layout.h): pipeline stages, context parallel
+     * (the sequence split), expert parallel (carved from dp). 0: not recorded, a size of 1. */
+    int pp, cp, ep;
+    int pp_rank, cp_rank, ep_rank;
     int64_t step;                /* the training step the capture was taken at (with a source) */
     char env[EQ_ENV_MAX];
     /* Where equiv's own run computed, since fp32 bits depend on it: the backend's GEMM kernels as
@@ -73,11 +77,13 @@ typedef struct {
     double lr;
 } eq_run_meta;
 
-/* How a rank holds a tensor: replicated over a group (-1) or split along a dimension over it. */
+/* How a rank holds a tensor: replicated over a group (-1) or split along a dimension over it
+ * (dp, tp, cp; ep: an expert-parallel stack of experts). Pipeline stages hold a tensor whole or not
+ * at all. */
 typedef struct {
-    int dp_dim, tp_dim;
+    int dp_dim, tp_dim, cp_dim, ep_dim;
 } eq_shard;
-#define EQ_SHARD_REPLICATED ((eq_shard){-1, -1})
+#define EQ_SHARD_REPLICATED ((eq_shard){-1, -1, -1, -1})
 
 /* The operands of a GEMM a capture recorded with its output (out = a b^T, a [.., K], b [N, K]), so
  * the rounding-error bound can be computed (harness/rounding_bound.h). a[0] == '\0': none. */

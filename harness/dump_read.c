@@ -15,6 +15,7 @@
 #include "harness/dump.h"
 #include "harness/h5util.h"
 #include "harness/run_cell.h"
+#include "harness/run_layout.h"
 
 /* The schema version this reader understands (root attribute "schema"; absent means 1). */
 #define SCHEMA_VERSION 1
@@ -125,7 +126,7 @@ static int parse_dtype(const char *name, eq_dtype *out)
 
 /* Root attributes read apart from the field table (harness/run_cell.h); any other is the run's
  * environment. */
-static const char *const root_others[] = {"schema", "rank", "dp_rank", "tp_rank"};
+static const char *const root_others[] = {"schema", "rank", "dp_rank", "tp_rank", "pp_rank", "cp_rank", "ep_rank"};
 #define N_ROOT_OTHERS (int)(sizeof root_others / sizeof root_others[0])
 
 static int is_known_root_attr(const char *name)
@@ -223,6 +224,32 @@ cleanup:
     return st;
 }
 
+/* pp, cp, ep (a size of 1 read as 0, not recorded, so that it names no layout) and a rank's place in
+ * them: pp_rank, cp_rank, ep_rank, required in a rank's file of a run where the group has more than
+ * one rank, each below its size. */
+static eq_status read_other_groups(hid_t file, const char *path, eq_run_meta *m)
+{
+    static const eq_group groups[] = {EQ_GROUP_PP, EQ_GROUP_CP, EQ_GROUP_EP};
+    int *sizes[] = {&m->pp, &m->cp, &m->ep}, *places[] = {&m->pp_rank, &m->cp_rank, &m->ep_rank};
+    for (int i = 0; i < 3; i++) {
+        char key[16];
+        int64_t v = 0;
+        int found = 0;
+        if (*sizes[i] == 1) *sizes[i] = 0;
+        snprintf(key, sizeof key, "%s_rank", eq_group_name(groups[i]));
+        eq_status st = read_int_attr(file, path, key, 0, 0, (1 << 20) - 1, &v, &found);
+        if (st != EQ_OK) return st;
+        if (found && v >= eq_layout_size(m, groups[i]))
+            return EQ_FAIL(EQ_ERR_INPUT, "%s: root attribute %s = %lld, but %s is %d", path, key, (long long)v,
+                           eq_group_name(groups[i]), eq_layout_size(m, groups[i]));
+        if (!found && m->has_rank && eq_layout_size(m, groups[i]) > 1)
+            return EQ_FAIL(EQ_ERR_INPUT, "%s: a rank's file of a run of %s %d needs %s in its root", path,
+                           eq_group_name(groups[i]), eq_layout_size(m, groups[i]), key);
+        *places[i] = (int)v;
+    }
+    return EQ_OK;
+}
+
 static eq_status read_root(hid_t file, const char *path, eq_run_meta *m, int *has_dtype)
 {
     eq_status st = EQ_OK;
@@ -259,9 +286,16 @@ static eq_status read_root(hid_t file, const char *path, eq_run_meta *m, int *ha
         }
         m->has_rank = 1;
     }
-    if (f_world && (int64_t)m->world_size != (int64_t)m->dp * m->tp) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "%s: world_size %d is not dp x tp = %d x %d (equiv assembles dp and tp layouts "
-                     "only)", path, m->world_size, m->dp, m->tp);
+    EQ_TRY(read_other_groups(file, path, m));
+    const int64_t world = (int64_t)m->dp * m->tp * eq_layout_size(m, EQ_GROUP_PP) * eq_layout_size(m, EQ_GROUP_CP);
+    if (f_world && (int64_t)m->world_size != world) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: world_size %d is not dp x tp x pp x cp = %d x %d x %d x %d", path,
+                     m->world_size, m->dp, m->tp, eq_layout_size(m, EQ_GROUP_PP), eq_layout_size(m, EQ_GROUP_CP));
+        goto cleanup;
+    }
+    if (m->dp % eq_layout_size(m, EQ_GROUP_EP) != 0) {
+        st = EQ_FAIL(EQ_ERR_INPUT, "%s: ep %d does not divide dp %d (expert parallelism is carved from dp)", path, m->ep,
+                     m->dp);
         goto cleanup;
     }
     if (m->has_rank && (m->rank >= m->world_size || m->dp_rank >= m->dp || m->tp_rank >= m->tp)) {
@@ -278,29 +312,36 @@ cleanup:
     return st;
 }
 
-/* "replicated", or "dp:D", "tp:D", "dp:D,tp:E" (D may count from the end: -1 is the last dim). */
+/* "replicated", or a list of GROUP:D, GROUP dp, tp, cp or ep: "dp:D", "tp:D", "dp:D,tp:E" (D may
+ * count from the end: -1 is the last dim). One dimension is split over one group; a pipeline stage
+ * holds a tensor whole (pp is not a shard's group). */
 static eq_status parse_shard(const char *text, int ndim, const char *path, const char *dset, eq_shard *out)
 {
     *out = EQ_SHARD_REPLICATED;
     if (strcmp(text, "replicated") == 0) return EQ_OK;
     const char *p = text;
     while (*p) {
-        int *slot = strncmp(p, "dp:", 3) == 0 ? &out->dp_dim : strncmp(p, "tp:", 3) == 0 ? &out->tp_dim : NULL;
+        int *slot = strncmp(p, "dp:", 3) == 0   ? &out->dp_dim
+                    : strncmp(p, "tp:", 3) == 0 ? &out->tp_dim
+                    : strncmp(p, "cp:", 3) == 0 ? &out->cp_dim
+                    : strncmp(p, "ep:", 3) == 0 ? &out->ep_dim
+                                                : NULL;
         char *end = NULL;
         long d = slot ? strtol(p + 3, &end, 10) : 0;
         if (slot == NULL || end == p + 3 || (*end != '\0' && *end != ',') || *slot != -1)
-            return EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s: shard '%s' is not 'replicated' or a list like 'dp:0,tp:2'",
-                           path, dset, text);
+            return EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s: shard '%s' is not 'replicated' or a list like 'dp:0,tp:2' "
+                           "(groups dp, tp, cp, ep, each once)", path, dset, text);
         if (d < 0) d += ndim;
         if (d < 0 || d >= ndim)
             return EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s: shard '%s' splits a dimension the tensor (%d-d) lacks", path,
                            dset, text, ndim);
+        for (int g = 0; g < EQ_GROUP_COUNT; g++)
+            if (eq_shard_dim(out, (eq_group)g) == d)
+                return EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s: shard '%s' splits one dimension over two groups", path,
+                               dset, text);
         *slot = (int)d;
         p = *end == ',' ? end + 1 : end;
     }
-    if (out->dp_dim >= 0 && out->dp_dim == out->tp_dim)
-        return EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s: shard '%s' splits one dimension over both groups", path, dset,
-                       text);
     return EQ_OK;
 }
 

@@ -30,6 +30,14 @@ const eq_cell_field eq_cell_fields[] = {
      EQ_CELL_SECTION | EQ_CELL_HEADING_REF | EQ_CELL_ATTR | EQ_CELL_ATTR_REQUIRED | EQ_CELL_JSON | EQ_CELL_NAME |
          EQ_CELL_TITLE | EQ_CELL_DIFF,
      "1", "-tp", "-tp", 17, 5, LAYOUT_RANGE, NULL},
+    /* A user's other groups (harness/run_layout.h): written, shown and in the title only when set
+     * (0, not recorded, is a size of 1; a reader takes 1 as 0), so no run of dp and tp changes. */
+    {"pp", EQ_CELL_INT, MEMBER(pp), EQ_CELL_ATTR_IF_SET | EQ_CELL_JSON_IF_SET | EQ_CELL_TITLE_IF_SET, "0", NULL, "-pp",
+     22, 26, LAYOUT_RANGE, NULL},
+    {"cp", EQ_CELL_INT, MEMBER(cp), EQ_CELL_ATTR_IF_SET | EQ_CELL_JSON_IF_SET | EQ_CELL_TITLE_IF_SET, "0", NULL, "-cp",
+     23, 27, LAYOUT_RANGE, NULL},
+    {"ep", EQ_CELL_INT, MEMBER(ep), EQ_CELL_ATTR_IF_SET | EQ_CELL_JSON_IF_SET | EQ_CELL_TITLE_IF_SET, "0", NULL, "-ep",
+     24, 28, LAYOUT_RANGE, NULL},
     {"algorithm", EQ_CELL_TEXT, MEMBER(algorithm),
      EQ_CELL_HEADING | EQ_CELL_ATTR | EQ_CELL_JSON | EQ_CELL_NAME_IF_SET | EQ_CELL_DIFF | EQ_CELL_GOLDEN, "ring", "-",
      NULL, 5, 7, NO_RANGE, NULL},
@@ -208,7 +216,7 @@ const char *eq_cell_name(const eq_run_meta *m, char *buf, size_t len)
 
 const char *eq_cell_title(const eq_run_meta *m, char *buf, size_t len)
 {
-    return join_parts(m, EQ_CELL_TITLE, 0, 1, buf, len);
+    return join_parts(m, EQ_CELL_TITLE, EQ_CELL_TITLE_IF_SET, 1, buf, len);
 }
 
 /* Appends text at buf[*used], cut at the buffer's end. */
@@ -229,7 +237,8 @@ const char *eq_cell_heading(const eq_run_meta *t, const eq_run_meta *r, unsigned
         for (int i = 0; i < eq_cell_field_count; i++) {
             const eq_cell_field *f = &eq_cell_fields[i];
             unsigned want = pass == 0 ? EQ_CELL_TITLE : EQ_CELL_HEADING_REF;
-            if (!(f->flags & want) || (f->flags & leave_out) || f->title_part == NULL) continue;
+            int set = (f->flags & EQ_CELL_TITLE_IF_SET) && !eq_cell_is_default(m, f);
+            if (!((f->flags & want) || set) || (f->flags & leave_out) || f->title_part == NULL) continue;
             if (pass == 1 && shown++ == 0) append(buf, len, &used, " vs");
             /* the first part of a heading that leaves out the ones before it has no separator */
             const char *part = used == 0 ? f->title_part + strspn(f->title_part, " ") : f->title_part;

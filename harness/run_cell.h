@@ -51,6 +51,8 @@ enum {
     EQ_CELL_HEADING_IF_SET = 1 << 12, /* ... when set ("grads sum", "seed 7") */
     EQ_CELL_HEADING_REF = 1 << 13,    /* a title field the heading gives the reference's value of too */
     EQ_CELL_SECTION = 1 << 14,        /* the HTML report's sections group comparisons by it (its <h2>) */
+    EQ_CELL_TITLE_IF_SET = 1 << 15,   /* in the title (and the heading's reference part) when set: a
+                                         user's pp, cp, ep ("dp2-tp2-pp2") */
 };
 
 typedef struct {
@@ -96,12 +98,13 @@ void eq_cell_defaults(eq_run_meta *m);
  * set ("-tree", "-grads_sum", "-bug_skip_allreduce"), so that cells differing in any of them have
  * different names while a run at every default keeps the name it always had. */
 const char *eq_cell_name(const eq_run_meta *m, char *buf, size_t len);
-/* "row_parallel bf16 dp1-tp4": the EQ_CELL_TITLE fields. */
+/* "row_parallel bf16 dp1-tp4": the EQ_CELL_TITLE fields, then each EQ_CELL_TITLE_IF_SET field that
+ * is set ("torch fp32 dp2-tp2-pp2"). */
 const char *eq_cell_title(const eq_run_meta *m, char *buf, size_t len);
 
 /* A comparison's heading, from the test run t and the reference r:
  *   "row_parallel bf16 dp1-tp4 vs dp1-tp1 (tree, grads sum, seed 7)"
- * the EQ_CELL_TITLE fields of t, " vs" and the EQ_CELL_HEADING_REF fields of r, then in parentheses
+ * the title of t, " vs" and the EQ_CELL_HEADING_REF and set EQ_CELL_TITLE_IF_SET fields of r, then in parentheses
  * the EQ_CELL_HEADING fields of t that are not "" and the EQ_CELL_HEADING_IF_SET fields that are set,
  * in the table's order. Fields with a flag in `leave_out` are left out (the HTML report's section
  * heading already names the case and the layouts). */

@@ -137,7 +137,8 @@ static void check_dump_round_trip(void)
             if (f->lo > 0 || f->hi > 0) EQ_EXPECT(eq_cell_parse(&cap.meta, f, "2"), "%s", f->key); /* in range */
             else set_other(&cap.meta, f);
         }
-        if (set) cap.meta.dp = 1, cap.meta.tp = 2; /* world_size 2 = dp x tp */
+        if (set) /* world_size = dp x tp x pp x cp, ep dividing dp */
+            cap.meta.dp = 2, cap.meta.tp = 1, cap.meta.world_size = cap.meta.dp * cap.meta.tp * cap.meta.pp * cap.meta.cp;
         EQ_EXPECT_OK(eq_tensor_init_2d(&t, cap.meta.dtype, 2, 2));
         EQ_EXPECT_OK(eq_capture_add(&cap, 0, "out", EQ_ROLE_ACTIVATION, &t));
         EQ_EXPECT_OK(eq_dump_write(path, &cap));

@@ -2,9 +2,10 @@
  * writer's file of the schema, harness/SCHEMA.md), or a directory of per-rank files (what
  * equiv_capture writes: one file per rank, each tensor as that rank holds it).
  *
- * Assembly, for a directory:
+ * Assembly, for a directory (harness/run_layout.h: pipeline stages, context and expert parallel too):
  *   - the ranks must be complete (0 .. world_size-1, each once) and agree on the layout (dp, tp,
- *     world_size), on the tensors they hold (paths, roles, dtypes, shardings) and on their shapes;
+ *     pp, cp, ep, world_size), peers (one stage, one ep rank) on the tensors they hold (paths,
+ *     roles, dtypes, shardings), and a tensor's holders on its shapes;
  *   - a tensor split along dim d over a group is concatenated in group-rank order along d (shards
  *     may differ in size: uneven batches);
  *   - a tensor replicated over a group must be bit-identical on every rank of that group: where it
@@ -42,7 +43,8 @@ eq_status eq_run_load_with(const char *path, eq_dump_reader read, eq_capture *ou
 eq_status eq_run_check_dtype(const eq_capture *run, const char *path);
 
 /* Assembles per-rank captures (each as eq_dump_read gives it: meta.has_rank set) into out;
- * `names[i]` names rank file i in messages. Exposed for the unit test. */
+ * `names[i]` names rank file i in messages: eq_run_check_layout, then eq_run_assemble_path for
+ * every path in the order of its first holder, stage by stage (harness/run_layout.c). */
 eq_status eq_run_assemble(const eq_capture *ranks, const char *const *names, int n, eq_capture *out);
 
 #endif

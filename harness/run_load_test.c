@@ -68,9 +68,9 @@ static void build_ranks(eq_capture *ranks, int perturb_rank)
         c->meta.has_rank = 1, c->meta.rank = r, c->meta.dp_rank = dp_rank, c->meta.tp_rank = tp_rank;
         snprintf(c->meta.source, sizeof c->meta.source, "test");
         offset act = {dp_rank == 0 ? 0 : rows_of[0], tp_rank * (COLS / TP)};
-        add(c, "act", EQ_ROLE_ACTIVATION, EQ_FP32, rows_of[dp_rank], COLS / TP, (eq_shard){0, 1}, shard_value, &act);
+        add(c, "act", EQ_ROLE_ACTIVATION, EQ_FP32, rows_of[dp_rank], COLS / TP, (eq_shard){0, 1, -1, -1}, shard_value, &act);
         offset w = {tp_rank * 2, 0}; /* weight rows split over tp, replicated over dp */
-        add(c, "weight", EQ_ROLE_PARAM, EQ_BF16, 2, 3, (eq_shard){-1, 0}, weight_value, &w);
+        add(c, "weight", EQ_ROLE_PARAM, EQ_BF16, 2, 3, (eq_shard){-1, 0, -1, -1}, weight_value, &w);
         int perturb = r == perturb_rank;
         add(c, "same", EQ_ROLE_GRAD, EQ_FP32, 3, 3, EQ_SHARD_REPLICATED, same_value, &perturb);
         add(c, "scaled", EQ_ROLE_GRAD, EQ_BF16, 2, 2, EQ_SHARD_REPLICATED, scaled_value, NULL);

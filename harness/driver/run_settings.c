@@ -12,7 +12,7 @@
 
 const char *const eq_run_settings_not_shared[] = {"model", /* the case file's content holds it */
                                                    "gemm_kernel", "cpu", "gpu", "source", "world_size", "step",
-                                                   "environment", NULL};
+                                                   "environment", "pp", "cp", "ep", /* a user's run's */ NULL};
 
 /* The case file's content, as eq_case_load_named finds it (cases_dir/NAME.ini). */
 static void add_case_file(eq_world_settings *s, const char *cases_dir, const char *name)

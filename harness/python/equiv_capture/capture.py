@@ -53,6 +53,16 @@ def _array(t):
     return t.cpu().numpy(), {}
 
 
+def _fsdp_params(model):
+    """ids of the parameters FSDP2's fully_shard placed: those of a module whose class derives from
+    FSDPModule (its DTensors' unnamed one-dimensional mesh is dp)."""
+    placed = set()
+    for module in model.modules():
+        if any(c.__name__ == "FSDPModule" for c in type(module).__mro__):
+            placed.update(id(p) for p in module.parameters())
+    return placed
+
+
 def _group_ranks(group):
     """The global ranks of a process group's members."""
     ranks = getattr(dist, "get_process_group_ranks", None)
@@ -99,6 +109,14 @@ class Capture:
 
     model: the module (DDP/FSDP wrappers are looked through, so names are the same at every dp).
     out_dir: the run directory; this rank writes out_dir/rankNNNNN.h5.
+    pp_group, cp_group, ep_group: the pipeline stage group (this rank's stage is its rank in it),
+        context parallel (the sequence split over it: every activation "cp:S"), expert parallel
+        (carved from dp: ep divides dp; give each expert's tensors one global name, held by the ranks
+        of its ep rank). With pp or cp, give dp_group and tp_group where their size is above 1.
+    microbatches: the forwards (and backwards) of one step: each activation's record of every
+        micro-batch, in order, is concatenated along batch_dim, the losses given to loss() summed.
+    seq_dim: the sequence dim of activations (default: 0 where batch_dim is 1, Megatron's [s, b, h],
+        else 1), along which cp and sequence parallelism split them.
     dp_group, tp_group: the process groups. Both None: tp of 1, dp over the whole world (with
         Megatron's parallel_state initialised, its groups). One of them None: its size is the world's
         over the other's (tp_group alone at tp = world: dp 1), and this rank's place in it follows from
@@ -118,7 +136,8 @@ class Capture:
     """
 
     def __init__(self, model, out_dir, *, dp_group=None, tp_group=None, step=0, name=None, include=("*",),
-                 exclude=(), what="both", rules=None, loss_scale=None, batch_dim=0, params=False, bounds=True):
+                 exclude=(), what="both", rules=None, loss_scale=None, batch_dim=0, params=False, bounds=True,
+                 pp_group=None, cp_group=None, ep_group=None, microbatches=1, seq_dim=None):
         if what not in ("activations", "gradients", "both"):
             raise ValueError(f"what='{what}': want 'activations', 'gradients' or 'both'")
         self.model = _unwrap(model)
@@ -127,12 +146,15 @@ class Capture:
         self.name = name
         self.rules = dict(rules or {})
         self.batch_dim = batch_dim
+        self.seq_dim = (0 if batch_dim == 1 else 1) if seq_dim is None else seq_dim
+        self.microbatches = int(microbatches)
         self.want_acts = what in ("activations", "both")
         self.want_grads = what in ("gradients", "both")
         self.params = params
         self.bounds = bounds
         self.include, self.exclude = tuple(include), tuple(exclude)
-        self._init_world(dp_group, tp_group)
+        self._init_world(dp_group, tp_group, pp_group, cp_group, ep_group)
+        self._fsdp = _fsdp_params(self.model)
         self.loss_scale = float(self.dp if loss_scale is None else loss_scale)
         self._records = {}   # dataset path -> (tensor, kind, module, param, attrs)
         self._order = []
@@ -145,23 +167,46 @@ class Capture:
             self._hooks.append(module.register_forward_hook(self._forward_hook(mod_name or "model", module)))
 
     # the world ---------------------------------------------------------------------------------
-    def _init_world(self, dp_group, tp_group):
+    def _init_world(self, dp_group, tp_group, pp_group=None, cp_group=None, ep_group=None):
         self.initialised = dist.is_available() and dist.is_initialized()
         if self.initialised and dp_group is None and tp_group is None:
             try:  # Megatron-Core, when it has set up its groups
                 from megatron.core import parallel_state as ps
                 if ps.model_parallel_is_initialized():
                     dp_group, tp_group = ps.get_data_parallel_group(), ps.get_tensor_model_parallel_group()
+                    pp_group = ps.get_pipeline_model_parallel_group()
+                    cp_group = getattr(ps, "get_context_parallel_group", lambda: None)()
+                    ep_group = getattr(ps, "get_expert_model_parallel_group", lambda: None)()
             except ImportError:
                 pass
         self.dp_group, self.tp_group = dp_group, tp_group
+        self.pp_group, self.cp_group, self.ep_group = pp_group, cp_group, ep_group
         self.world = dist.get_world_size() if self.initialised else 1
         self.rank = dist.get_rank() if self.initialised else 0
         self._dp_ranks = None  # the global ranks of this rank's dp group, in dp order, where it was not given
+
+        def size_rank(group):
+            return (dist.get_world_size(group), dist.get_rank(group)) if self.initialised and group else (1, 0)
+        (self.pp, self.pp_rank), (self.cp, self.cp_rank), (self.ep, self.ep_rank) = \
+            size_rank(pp_group), size_rank(cp_group), size_rank(ep_group)
+        others = self.pp * self.cp
+        if others > 1:  # the dp x tp complement rules hold for dp x tp worlds only
+            if (dp_group is None and tp_group is None) or (dp_group is None) != (tp_group is None):
+                dp_size, tp_size = size_rank(dp_group)[0], size_rank(tp_group)[0]
+                if self.world != dp_size * tp_size * others:
+                    raise ValueError(f"equiv_capture: world {self.world} with pp {self.pp} x cp {self.cp}: pass "
+                                     "dp_group and tp_group (a group of one rank may be left out)")
         if not self.initialised:
             self.dp, self.dp_rank, self.tp, self.tp_rank = 1, 0, 1, 0
         elif dp_group is None and tp_group is None:
-            self.dp, self.dp_rank, self.tp, self.tp_rank = self.world, self.rank, 1, 0
+            self.dp, self.dp_rank = (self.world, self.rank) if others == 1 else (1, 0)
+            self.tp, self.tp_rank = 1, 0
+        elif dp_group is None and others > 1:  # of size 1 (checked above)
+            self.tp, self.tp_rank = dist.get_world_size(tp_group), dist.get_rank(tp_group)
+            self.dp, self.dp_rank = 1, 0
+        elif tp_group is None and others > 1:
+            self.dp, self.dp_rank = dist.get_world_size(dp_group), dist.get_rank(dp_group)
+            self.tp, self.tp_rank = 1, 0
         elif dp_group is None:
             self.tp, self.tp_rank = dist.get_world_size(tp_group), dist.get_rank(tp_group)
             self.dp, self.dp_rank, self._dp_ranks = self._complement(tp_group, "tp", "dp")
@@ -171,9 +216,11 @@ class Capture:
         else:
             self.dp, self.dp_rank = dist.get_world_size(dp_group), dist.get_rank(dp_group)
             self.tp, self.tp_rank = dist.get_world_size(tp_group), dist.get_rank(tp_group)
-        if self.dp * self.tp != self.world:
-            raise ValueError(f"equiv_capture: world {self.world} is not dp {self.dp} x tp {self.tp} "
-                             "(equiv assembles dp and tp layouts; pass both groups)")
+        if self.dp * self.tp * others != self.world:
+            raise ValueError(f"equiv_capture: world {self.world} is not dp {self.dp} x tp {self.tp} x pp {self.pp} "
+                             f"x cp {self.cp} (pass every group)")
+        if self.dp % self.ep:
+            raise ValueError(f"equiv_capture: ep {self.ep} does not divide dp {self.dp} (ep is carved from dp)")
         self.backend = dist.get_backend() if self.initialised else None
 
     def _complement(self, group, given, missing):
@@ -212,6 +259,9 @@ class Capture:
     def _record(self, path, tensor, kind, module=None, param=None, attrs=None):
         if path not in self._records:
             self._order.append(path)
+        elif self.microbatches > 1 and kind in ("in", "out", "out_grad"):  # the next micro-batch's
+            tensor = torch.cat([self._records[path][0], tensor], dim=self.batch_dim)
+            attrs = {**(attrs or {}), "microbatches": self.microbatches}
         self._records[path] = (tensor, kind, module, param, dict(attrs or {}))
 
     def _bound_operands(self, module):
@@ -245,7 +295,7 @@ class Capture:
     def _tp_part(self, path, kind, tensor, module, attrs):
         if "shard_tp" in attrs:
             return attrs["shard_tp"]
-        shard = shard_for(path, kind, tensor.dim(), module=module, rules=self.rules, dp_size=1)
+        shard = shard_for(path, kind, tensor.dim(), module=module, rules=self.rules, dp_size=1, seq_dim=self.seq_dim)
         return None if shard == "replicated" else shard
 
     def _inherited_shard(self, mod, inputs, out):
@@ -279,7 +329,10 @@ class Capture:
     # the step ----------------------------------------------------------------------------------
     def loss(self, loss):
         """The loss this rank computed (before backward); written reduced over dp."""
-        self._loss = loss.detach().clone()
+        if self._loss is not None and self.microbatches > 1:  # the micro-batches' losses, summed
+            self._loss = self._loss + loss.detach()
+        else:
+            self._loss = loss.detach().clone()
         self._record("loss", self._loss, "loss")  # in capture order: after the forward, before the backward
         return loss
 
@@ -302,6 +355,9 @@ class Capture:
     def _global_loss(self):
         """sum over the dp group of each rank's loss / loss_scale, in fp64, stored in the loss's dtype."""
         value = self._loss.double().reshape(1)
+        if self.initialised and self.cp > 1:  # each cp rank's loss covers its part of the sequence
+            value = value.clone()
+            dist.all_reduce(value, op=dist.ReduceOp.SUM, group=self.cp_group)
         if self.initialised and self.dp > 1 and self._dp_ranks is None:
             value = value.clone()
             dist.all_reduce(value, op=dist.ReduceOp.SUM, group=self.dp_group)
@@ -330,7 +386,9 @@ class Capture:
             attrs = dict(attrs)
             inherited = attrs.pop("shard_tp", None)
             shard = shard_for(path, kind, max(_local(tensor).dim(), 1), module=module, param=param, tensor=tensor,
-                              rules=self.rules, batch_dim=self.batch_dim, dp_size=self.dp, inherited_tp=inherited)
+                              rules=self.rules, batch_dim=self.batch_dim, dp_size=self.dp, inherited_tp=inherited,
+                              seq_dim=self.seq_dim, cp_size=self.cp, tp_size=self.tp,
+                              fsdp=param is not None and id(param) in self._fsdp)
             data, extra = _array(tensor)
             if first_dtype is None and role == "activation":
                 first_dtype = tensor.dtype
@@ -340,6 +398,9 @@ class Capture:
                     os.path.normpath(self.out_dir)),
                 "dp": self.dp, "tp": self.tp, "world_size": self.world, "rank": self.rank, "dp_rank": self.dp_rank,
                 "tp_rank": self.tp_rank, "step": self.step, "version": f"equiv_capture {__version__}"}
+        for group in ("pp", "cp", "ep"):  # the other groups, where they have more than one rank
+            if getattr(self, group) > 1:
+                root[group], root[f"{group}_rank"] = getattr(self, group), getattr(self, f"{group}_rank")
         if first_dtype in dtype_names:
             root["dtype"] = dtype_names[first_dtype]
         root.update(_environment(self.backend))

@@ -1,9 +1,23 @@
 """How a rank holds a tensor: the `shard` attribute of the schema.
 
-A shard is "replicated" or a comma list of GROUP:DIM, GROUP dp or tp: "tp:0" (split along dim 0
-over the tensor-parallel group), "dp:0,tp:2" (batch over dp, hidden over tp). equiv concatenates the
-shards in group-rank order along DIM and checks that a tensor replicated over a group is equal on
-every rank of it.
+A shard is "replicated" or a comma list of GROUP:DIM, GROUP dp, tp, cp or ep: "tp:0" (split along
+dim 0 over the tensor-parallel group), "dp:0,tp:2" (batch over dp, hidden over tp), "dp:1,cp:0" (a
+[s, b, h] activation: batch over dp, sequence over context parallel), "ep:0" (a stack of experts
+over expert parallel). equiv concatenates the shards in group-rank order along DIM and checks that
+a tensor replicated over a group is equal on every rank of it. Pipeline stages hold a tensor whole
+or not at all: a stage's file holds its own layers.
+
+Sequence parallelism (Megatron's sequence_parallel with tp) splits the LayerNorm and dropout
+regions along the sequence over tp: "tp:S", S the sequence dim. It is read from Megatron-Core's
+`sequence_parallel` attribute on a module's parameters (its LayerNorms) or on a parallel linear
+(a row-parallel output is reduce-scattered along the sequence; a column-parallel input is the
+sequence shard before its all-gather); elementwise modules after them inherit it; a rule says it
+for the rest ({"*.ln1.out*": "tp:0"}).
+
+FSDP: a DTensor's mesh dims named dp, dp_shard or fsdp are dp ("dp_replicate" too, where it
+replicates); an unnamed one-dimensional mesh is dp where FSDP2's fully_shard placed the parameter,
+tp where its size is tp's and not dp's. FSDP1's flat parameters are not assembled: capture inside
+FSDP.summon_full_params(model, with_grads=True), where every rank holds them whole.
 
 Where the tensor-parallel split comes from, first match wins:
   1. the user's rules: {fnmatch pattern over the dataset path: shard}, e.g.
@@ -27,24 +41,38 @@ ROW_PARALLEL = {"RowParallelLinear", "TERowParallelLinear"}
 VOCAB_PARALLEL = {"VocabParallelEmbedding"}
 
 
-def module_tp_rule(module, kind):
-    """The tensor-parallel part ("tp:D" or None for replicated) of a module's tensor of this kind."""
+def _sequence_parallel(module):
+    """Megatron-Core marks a sequence-parallel region's parameters (its LayerNorms') and its parallel
+    linears with sequence_parallel = True."""
+    if getattr(module, "sequence_parallel", False) is True:
+        return True
+    return any(getattr(p, "sequence_parallel", False) is True for p in module.parameters(recurse=False))
+
+
+def module_tp_rule(module, kind, seq_dim=0):
+    """The tensor-parallel part ("tp:D" or None for replicated) of a module's tensor of this kind.
+    seq_dim: the sequence dim of activations, where sequence parallelism splits them."""
     cls = type(module).__name__
     param = kind[:-5] if kind.endswith("_grad") and kind != "out_grad" else kind
+    sp = _sequence_parallel(module)
     if cls in COLUMN_PARALLEL:
         if param in ("out", "out_grad"):
             return None if getattr(module, "gather_output", False) else "tp:-1"
         if param == "in":
-            return None
+            return f"tp:{seq_dim}" if sp else None  # the sequence shard, before the all-gather
         return "tp:0"  # weight [out/tp, in], bias [out/tp]
     if cls in ROW_PARALLEL:
         if param == "weight":
             return "tp:1"  # [out, in/tp]
         if param == "in":
             return "tp:-1" if getattr(module, "input_is_parallel", True) else None
+        if param in ("out", "out_grad") and sp:
+            return f"tp:{seq_dim}"  # reduce-scattered along the sequence
         return None  # the output is all-reduced; the bias is added after it
     if cls in VOCAB_PARALLEL:
         return "tp:0" if param == "weight" else None
+    if sp and param in ("out", "out_grad", "in"):
+        return f"tp:{seq_dim}"  # a LayerNorm of the sequence-parallel region: its parameters whole
     return None
 
 
@@ -55,8 +83,27 @@ def param_tp_rule(param):
     return None
 
 
-def dtensor_rule(tensor):
-    """A DTensor's placements as a shard, or None for a plain tensor."""
+# DTensor mesh dim names (TorchTitan's, Megatron's, equiv's) and the group each is
+MESH_GROUPS = {"dp": "dp", "dp_shard": "dp", "fsdp": "dp", "dp_replicate": "dp", "ddp": "dp", "data_parallel": "dp",
+               "tp": "tp", "tensor_parallel": "tp", "cp": "cp", "context_parallel": "cp", "ep": "ep",
+               "expert_parallel": "ep"}
+
+
+def unnamed_mesh_group(mesh_size, *, fsdp=False, dp=1, tp=1):
+    """The group of a one-dimensional mesh with no dim names: dp where FSDP2's fully_shard placed the
+    tensor (or where only dp has its size), tp where tp has its size and dp has not."""
+    if fsdp:
+        return "dp"
+    if tp > 1 and mesh_size == tp and mesh_size != dp:
+        return "tp"
+    if dp > 1 and mesh_size == dp:
+        return "dp"
+    return "tp"
+
+
+def dtensor_rule(tensor, *, fsdp=False, dp=1, tp=1):
+    """A DTensor's placements as a shard, or None for a plain tensor. fsdp: FSDP2 placed it (an
+    unnamed one-dimensional mesh is then dp); dp, tp: the run's sizes, for an unnamed mesh."""
     placements = getattr(tensor, "placements", None)
     mesh = getattr(tensor, "device_mesh", None)
     if placements is None or mesh is None:
@@ -69,9 +116,15 @@ def dtensor_rule(tensor):
             if type(placement).__name__ not in ("Replicate",):
                 raise ValueError(f"a DTensor placement {placement!r}: equiv assembles Shard and Replicate only")
             continue
-        group = names[i] if i < len(names) else ("dp" if len(placements) > 1 and i == 0 else "tp")
-        if group not in ("dp", "tp"):
-            raise ValueError(f"DTensor mesh dim '{group}': name the mesh dims 'dp' and 'tp' for equiv")
+        if i < len(names):
+            group = MESH_GROUPS.get(names[i], names[i])
+        elif len(placements) == 1:
+            size = mesh.size() if callable(getattr(mesh, "size", None)) else 0
+            group = unnamed_mesh_group(size, fsdp=fsdp, dp=dp, tp=tp)
+        else:
+            group = "dp" if i == 0 else "tp"
+        if group not in ("dp", "tp", "cp", "ep"):
+            raise ValueError(f"DTensor mesh dim '{group}': name the mesh dims dp, tp, cp or ep for equiv")
         parts.append(f"{group}:{dim}")
     return ",".join(parts) if parts else "replicated"
 
@@ -83,8 +136,8 @@ def normalise(shard, ndim):
     out = []
     for part in shard.split(","):
         group, _, dim = part.partition(":")
-        if group not in ("dp", "tp") or not dim.lstrip("-").isdigit():
-            raise ValueError(f"shard '{shard}': want 'replicated' or parts like 'dp:0', 'tp:-1'")
+        if group not in ("dp", "tp", "cp", "ep") or not dim.lstrip("-").isdigit():
+            raise ValueError(f"shard '{shard}': want 'replicated' or parts like 'dp:0', 'tp:-1', 'cp:1', 'ep:0'")
         d = int(dim)
         d = d + ndim if d < 0 else d
         if not 0 <= d < max(ndim, 1):
@@ -93,13 +146,22 @@ def normalise(shard, ndim):
     return ",".join(out)
 
 
-def combine(dp_part, tp_part):
-    parts = [p for p in (dp_part, tp_part) if p]
+def combine(*parts):
+    parts = [p for part in parts if part for p in part.split(",")]
     return ",".join(parts) if parts else "replicated"
 
 
+def _automatic(rule, dp_part, cp_part):
+    """A rule's or a placement's parts, with the automatic dp and cp parts of an activation for the
+    groups it does not name."""
+    named = () if rule == "replicated" else rule.split(",")
+    dp = None if any(p.startswith(("dp:", "ep:")) for p in named) else dp_part
+    cp = None if any(p.startswith("cp:") for p in named) else cp_part
+    return combine(dp, cp, *(p for p in named))
+
+
 def shard_for(path, kind, ndim, *, module=None, param=None, tensor=None, rules=None, batch_dim=0,
-              dp_size=1, inherited_tp=None):
+              dp_size=1, inherited_tp=None, seq_dim=None, cp_size=1, fsdp=False, tp_size=1):
     """The shard attribute of one dataset.
 
     path: the dataset path ("blocks.0.mlp.fc1.out"); kind: "out", "out_grad", "in", or a
@@ -109,21 +171,19 @@ def shard_for(path, kind, ndim, *, module=None, param=None, tensor=None, rules=N
     DTensor placement says otherwise.
     """
     activation = kind in ("out", "out_grad", "in")
+    seq_dim = (0 if batch_dim == 1 else 1) if seq_dim is None else seq_dim
     dp_part = f"dp:{batch_dim}" if activation and dp_size > 1 else None
+    cp_part = f"cp:{seq_dim}" if activation and cp_size > 1 else None  # every token-wise activation
     for pattern, rule in (rules or {}).items():
         if fnmatch.fnmatchcase(path, pattern):
-            if rule != "replicated" and "dp:" in rule:
-                return normalise(rule, ndim)
-            tp_part = None if rule == "replicated" else rule
-            return normalise(combine(dp_part, tp_part), ndim)
+            return normalise(_automatic(rule, dp_part, cp_part), ndim)
     if tensor is not None:
-        placed = dtensor_rule(tensor)
+        placed = dtensor_rule(tensor, fsdp=fsdp, dp=dp_size, tp=tp_size)
         if placed is not None:
-            return normalise(placed if placed == "replicated" or "dp:" in placed or not dp_part
-                             else combine(dp_part, placed), ndim)
+            return normalise(_automatic(placed, dp_part, cp_part), ndim)
     tp_part = param_tp_rule(param) if param is not None else None
     if tp_part is None and inherited_tp is not None:
         tp_part = inherited_tp
     if tp_part is None and module is not None:
-        tp_part = module_tp_rule(module, kind)
-    return normalise(combine(dp_part, tp_part), ndim)
+        tp_part = module_tp_rule(module, kind, seq_dim)
+    return normalise(combine(dp_part, cp_part, tp_part), ndim)
