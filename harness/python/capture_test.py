@@ -284,8 +284,89 @@ def test_layout_from_one_group():
           f"tp groups {{0, 3}}, {{1, 2}} without dp_group: {seen}")
 
 
+# ---- bounded memory: the capture holds a batch of tensors, not the step's -------------------------
+
+MEMORY_LAYERS, MEMORY_ROWS, MEMORY_WIDTH = 32, 65536, 16  # each activation 4 MiB; 32 x 12 MiB captured
+
+
+def memory_child(out_dir, buffer_bytes):
+    """In a fresh process: two steps of a stack of bias-free linears without capture (the step's own
+    peak), then one with full capture; prints the peak RSS growth the capture added, the bytes it
+    captured and its largest tensor."""
+    import json
+    import resource
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    net = nn.Sequential(*[nn.Linear(MEMORY_WIDTH, MEMORY_WIDTH, bias=False) for _ in range(MEMORY_LAYERS)])
+    x = torch.randn(MEMORY_ROWS, MEMORY_WIDTH)
+
+    def step(cap):
+        net.zero_grad(set_to_none=True)
+        loss = (net(x) ** 2).mean()
+        if cap:
+            cap.loss(loss)
+        loss.backward()
+        if cap:
+            cap.grads()
+            cap.write()
+
+    def peak():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    step(None)
+    step(None)
+    before = peak()
+    step(equiv_capture.Capture(net, out_dir, buffer_bytes=buffer_bytes))
+    growth = peak() - before
+    with h5py.File(f"{out_dir}/rank00000.h5", "r") as f:
+        sizes = [f[n].id.get_storage_size() for n in f if isinstance(f[n], h5py.Dataset)]
+    print(json.dumps({"growth": growth, "captured": sum(sizes), "largest": max(sizes)}))
+
+
+def _memory_run(tmp, buffer_bytes):
+    import json
+    import subprocess
+    # glibc's mmap threshold fixed: a freed tensor goes back to the system, so RSS follows what is held
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--memory-child", f"{tmp}/run{buffer_bytes}",
+                          str(buffer_bytes)], env=env, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        check(False, f"memory child (buffer {buffer_bytes}): exit {out.returncode}: {out.stderr[-400:]}")
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_bounded_memory():
+    """The capture's peak RSS growth over the step's own stays under buffer_bytes plus the largest
+    tensor (and some slack for h5py), while the step captures 24 times that; the same step holding
+    every tensor until write() (the buffer larger than the capture) grows by most of what it captured,
+    so the measurement sees what it should."""
+    mib = 1 << 20
+    buffer_bytes, slack = 16 * mib, 12 * mib
+    with tempfile.TemporaryDirectory() as tmp:
+        bounded = _memory_run(tmp, buffer_bytes)
+        held = _memory_run(tmp, 1 << 40)
+    if bounded is None or held is None:
+        return
+    captured, largest = bounded["captured"], bounded["largest"]
+    check(captured >= 20 * buffer_bytes, f"the step captures {captured / mib:.0f} MiB: want 20 x the buffer")
+    check(bounded["growth"] <= buffer_bytes + largest + slack,
+          f"peak RSS growth {bounded['growth'] / mib:.1f} MiB with buffer_bytes {buffer_bytes / mib:.0f} MiB "
+          f"(largest tensor {largest / mib:.0f} MiB, {captured / mib:.0f} MiB captured): want at most "
+          f"{(buffer_bytes + largest + slack) / mib:.0f} MiB")
+    check(held["growth"] >= captured // 2,
+          f"every tensor held until write(): peak RSS growth {held['growth'] / mib:.1f} MiB, want at least half "
+          f"of the {captured / mib:.0f} MiB captured (else the measurement cannot tell)")
+    print(f"bounded memory: {captured / mib:.0f} MiB captured; peak RSS growth {bounded['growth'] / mib:.1f} MiB "
+          f"with buffer_bytes {buffer_bytes / mib:.0f} MiB, {held['growth'] / mib:.1f} MiB holding all until write()")
+
+
+if len(sys.argv) == 4 and sys.argv[1] == "--memory-child":
+    memory_child(sys.argv[2], int(sys.argv[3]))
+    sys.exit(0)
 test_rules()
 test_file()
 test_layout_from_one_group()
+test_bounded_memory()
 print(f"capture_test: {checks} checks, {failures} failed")
 sys.exit(1 if failures else 0)
