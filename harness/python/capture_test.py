@@ -202,6 +202,102 @@ def test_file():
             check(kept == ["fc2.out_grad", "fc2.weight.grad", "loss"], f"include=fc2, gradients only: {kept}")
 
 
+# ---- writing as the step goes: the same file whatever the buffer, nothing final before write() ----
+
+def _file_contents(path):
+    """Root attributes and, in creation order, each dataset's (name, raw bytes, dtype, shape, attributes)."""
+    with h5py.File(path, "r") as f:
+        order = []
+        f.id.links.iterate(lambda n: order.append(n.decode()), idx_type=h5py.h5.INDEX_CRT_ORDER)
+        sets = [(n, f[n][()].tobytes(), str(f[n].dtype), f[n].shape, dict(f[n].attrs))
+                for n in order if isinstance(f[n], h5py.Dataset)]
+        return dict(f.attrs), sets
+
+
+class Twice(nn.Module):
+    """One module applied twice: its output's dataset holds the second call's, in the first's place."""
+    def __init__(self):
+        super().__init__()
+        self.lin, self.act = nn.Linear(8, 8), nn.Tanh()
+
+    def forward(self, x):
+        return self.lin(self.act(self.lin(x)))
+
+
+def test_streaming():
+    torch.manual_seed(0)
+    net = Net().to(torch.bfloat16)
+    with torch.no_grad():
+        net.fc1.weight.normal_()
+        net.fc2.weight.normal_()
+    x = torch.randn(2, 8, dtype=torch.bfloat16)
+    with tempfile.TemporaryDirectory() as tmp:
+        # buffer 0 (each tensor written as it comes), 64 bytes (a few at a time) and the default (all
+        # held: this step is small): the same file, bytes, order and attributes
+        seen = {}
+        for model, tag in ((net, "net"), (Twice(), "twice")):
+            for buffer_bytes in (0, 64, equiv_capture.capture.BUFFER_BYTES):
+                model.zero_grad()
+                out = f"{tmp}/{buffer_bytes}/{tag}"
+                cap = equiv_capture.Capture(model, out, step=1, buffer_bytes=buffer_bytes)
+                y = model(x if tag == "net" else x.float())
+                loss = (y.float() ** 2).mean()
+                cap.loss(loss)
+                if buffer_bytes == 0 and tag == "net":
+                    listed = os.listdir(out)
+                    check(listed == [f".rank00000.h5.tmp.{os.getpid()}"],
+                          f"buffer_bytes=0, mid-step: only the hidden temporary file, no *.h5: {listed}")
+                loss.backward()
+                cap.grads()
+                cap.write()
+                check(os.listdir(out) == ["rank00000.h5"], f"after write(): the rank's file alone: {os.listdir(out)}")
+                seen[tag, buffer_bytes] = _file_contents(f"{out}/rank00000.h5")
+                if tag == "twice":
+                    with h5py.File(f"{out}/rank00000.h5", "r") as f:
+                        check(np.array_equal(f["lin.out"][()], y.detach().numpy()),
+                              f"buffer_bytes={buffer_bytes}: a module applied twice: its second output stored")
+            first = seen[tag, 0]
+            for buffer_bytes in (64, equiv_capture.capture.BUFFER_BYTES):
+                check(seen[tag, buffer_bytes] == first,
+                      f"{tag}: buffer_bytes={buffer_bytes} writes what buffer_bytes=0 does")
+        names = [n for n, *_ in seen["twice", 0][1]]
+        check(names[:3] == ["lin.out", "act.out", "loss"], f"a module applied twice keeps its first place: {names}")
+        # a write that fails during the step (the folder cannot be made): a warning then, write() raises,
+        # no rank file and no temporary file
+        with open(f"{tmp}/a-file", "w") as f:
+            f.write("not a folder")
+        cap = equiv_capture.Capture(net, f"{tmp}/a-file/run", buffer_bytes=0)
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loss = (net(x).float() ** 2).mean()
+        check(any("write() will raise" in str(w.message) for w in caught), f"a failed write warns: {caught}")
+        cap.loss(loss)
+        try:
+            cap.write()
+            check(False, "write() after a failed write during the step returned")
+        except RuntimeError as e:
+            check("was not written" in str(e), f"write() says the file was not written: {e}")
+    # a step that dies before write(): the temporary file is there, never a rank file, and the
+    # process's end removes it
+    import subprocess
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--crash-child", f"{tmp}/run"],
+                             capture_output=True, text=True, timeout=120)
+        check(out.returncode == 0 and out.stdout.strip().startswith("['.rank00000.h5.tmp."),
+              f"a step that dies: mid-step listing {out.stdout.strip()} {out.stderr[-300:]}")
+        check(os.listdir(f"{tmp}/run") == [], f"the process's end removed the temporary file: {os.listdir(f'{tmp}/run')}")
+
+
+def crash_child(out_dir):
+    """A step whose forward has been written (buffer 0) and that dies before write()."""
+    net = Net()
+    equiv_capture.Capture(net, out_dir, buffer_bytes=0)
+    net(torch.ones(2, 8))
+    print(sorted(os.listdir(out_dir)))
+    raise SystemExit(0)
+
+
 # ---- the layout from one group: real gloo ranks, forked from this process (torch imported once) ----
 
 def _layout_rank(rank, world, tmp, grouping, given):
@@ -364,8 +460,11 @@ def test_bounded_memory():
 if len(sys.argv) == 4 and sys.argv[1] == "--memory-child":
     memory_child(sys.argv[2], int(sys.argv[3]))
     sys.exit(0)
+if len(sys.argv) == 3 and sys.argv[1] == "--crash-child":
+    crash_child(sys.argv[2])
 test_rules()
 test_file()
+test_streaming()
 test_layout_from_one_group()
 test_bounded_memory()
 print(f"capture_test: {checks} checks, {failures} failed")
