@@ -380,6 +380,50 @@ def test_layout_from_one_group():
           f"tp groups {{0, 3}}, {{1, 2}} without dp_group: {seen}")
 
 
+def _failing_rank(rank, world, tmp):
+    """dp 2: rank 1's writes fail during the step (its folder cannot be made); both call write()."""
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world)
+    net = Net()
+    cap = equiv_capture.Capture(net, f"{tmp}/run" if rank == 0 else f"{tmp}/a-file/run", buffer_bytes=0)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        net(torch.ones(2, 8))
+    cap.loss(torch.tensor(float(rank + 1)))
+    try:
+        cap.write()
+        result = "written"
+    except RuntimeError as e:
+        result = str(e)
+    with open(f"{tmp}/rank{rank}.result", "w") as f:
+        f.write(result)
+    dist.destroy_process_group()
+
+
+def test_failed_rank():
+    """A rank whose writes failed still takes part in write()'s loss all-reduce (the other ranks would
+    wait for it), then raises; the other rank's file holds the global loss."""
+    if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(f"{tmp}/a-file", "w") as f:
+            f.write("not a folder")
+        try:
+            torch.multiprocessing.start_processes(_failing_rank, args=(2, tmp), nprocs=2, start_method="fork")
+        except Exception as e:  # noqa: BLE001 (a rank that raised: reported below as its missing result)
+            print(f"a rank raised: {str(e).strip().splitlines()[-1]}")
+        results = []
+        for rank in range(2):
+            path = f"{tmp}/rank{rank}.result"
+            results.append(open(path).read() if os.path.exists(path) else "no result")
+        check(results[0] == "written" and "was not written" in results[1], f"a rank's failed writes: {results}")
+        if results[0] == "written":
+            with h5py.File(f"{tmp}/run/rank00000.h5", "r") as f:
+                check(float(f["loss"][0]) == 1.5, f"the other rank's file: the global loss (1 + 2) / 2: {f['loss'][()]}")
+
+
 # ---- bounded memory: the capture holds a batch of tensors, not the step's -------------------------
 
 MEMORY_LAYERS, MEMORY_ROWS, MEMORY_WIDTH = 32, 65536, 16  # each activation 4 MiB; 32 x 12 MiB captured
@@ -466,6 +510,7 @@ test_rules()
 test_file()
 test_streaming()
 test_layout_from_one_group()
+test_failed_rank()
 test_bounded_memory()
 print(f"capture_test: {checks} checks, {failures} failed")
 sys.exit(1 if failures else 0)

@@ -149,7 +149,7 @@ class Capture:
         self._init_world(dp_group, tp_group)
         self.loss_scale = float(self.dp if loss_scale is None else loss_scale)
         self._init_store(buffer_bytes)
-        self._produced = {}  # id(output tensor) -> (a weak reference to it, its shard): what elementwise modules inherit
+        self._produced = {}  # id(output tensor) -> (a weak reference, its shard): what elementwise modules inherit
         self._loss = None
         self._hooks = []
         for mod_name, module in self.model.named_modules():
@@ -392,12 +392,13 @@ class Capture:
             h.remove()
         self._hooks = []
         try:
-            loss = self._global_loss() if "loss" in self._records else None  # the collective first, on every rank
+            # the collective first, on every rank given a loss, whether or not its own writes failed
+            loss = self._global_loss() if self._loss is not None else None
             self._flush()
             if self._failed is not None:
                 raise RuntimeError(f"equiv_capture: rank {self.rank}'s file was not written: writing "
                                    f"{self._failed}")
-            if loss is not None:  # over this rank's own value, in its place in the order
+            if loss is not None and "loss" in self._records:  # over this rank's own value, in its place
                 data, extra = _array(loss)
                 self._file.add("loss", data, {"role": "loss", "shard": "replicated", **extra})
             dtype_names = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp32"}
