@@ -3,7 +3,7 @@
 step without capture, with full capture, and with the selections (include, exclude, what=) and
 buffer sizes a user may choose.
 
-    capture_bench.py [--tokens N] [--reps R] [--dir DIR] [--package DIR] [--configs NAME,...]
+    capture_bench.py [--tokens N] [--reps R] [--dir DIR] [--package DIR] [--before DIR] [--configs I,...]
 
 The model is a GPT-like MLP stack in fp32: 12 residual blocks of LayerNorm, Linear(1024, 4096), GELU,
 Linear(4096, 1024) (100.7M parameters); the step is a forward over N tokens (512: about 2 s on one
@@ -18,8 +18,10 @@ Memory: the step's peak RSS over the RSS at its start (Linux's VmHWM, reset thro
 re-executes itself with MALLOC_MMAP_THRESHOLD_ set) so a freed tensor goes back to the system and
 each step's peak is its own, not the allocator's leftovers of the one before.
 
---package DIR imports equiv_capture from DIR (an older tree's harness/python, to compare); a
-configuration that names buffer_bytes is skipped where that package lacks it.
+--package DIR imports equiv_capture from DIR (default: this tree's harness/python); --before DIR
+also imports the one in DIR (another tree's harness/python, say main's before a change) and runs
+its configurations too, alternated with the others in the same rounds, as "before: ..." rows. A
+configuration that names buffer_bytes is skipped for a package that lacks it.
 Exit 0; 77 without torch, h5py or Linux's /proc.
 """
 
@@ -55,6 +57,7 @@ def parse():
     p.add_argument("--dir", default=None, help="where the files are written (default: a temporary folder)")
     p.add_argument("--package", default=os.path.join(ROOT, "harness", "python"),
                    help="the folder equiv_capture is imported from")
+    p.add_argument("--before", default=None, help="another folder holding an equiv_capture to run alongside")
     p.add_argument("--configs", default=None, help="comma-separated indices into the table (default all)")
     return p.parse_args()
 
@@ -72,6 +75,18 @@ def reset_peak():
         f.write("5")  # VmHWM := VmRSS
 
 
+def load_package(name, folder):
+    """The equiv_capture package in folder, imported under another name (two can then run side by side)."""
+    import importlib.util
+    pkg = os.path.join(os.path.abspath(folder), "equiv_capture")
+    spec = importlib.util.spec_from_file_location(name, os.path.join(pkg, "__init__.py"),
+                                                  submodule_search_locations=[pkg])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def main():
     if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None:
         os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072"))
@@ -79,8 +94,9 @@ def main():
     try:
         import torch
         from torch import nn
-        sys.path.insert(0, os.path.abspath(args.package))
-        import equiv_capture
+        packages = [("", load_package("equiv_capture", args.package))]
+        if args.before:
+            packages.append(("before: ", load_package("equiv_capture_before", args.before)))
         reset_peak()
         vm("VmHWM")
     except (ImportError, OSError, RuntimeError) as e:
@@ -111,20 +127,28 @@ def main():
     n_params = sum(p.numel() for p in model.parameters())
     x = torch.randn(args.tokens // 32 or 1, min(32, args.tokens), 1024)
     target = torch.randn_like(x)
-    takes_buffer = "buffer_bytes" in inspect.signature(equiv_capture.Capture).parameters
-    configs = [c for i, c in enumerate(CONFIGS) if args.configs is None or str(i) in args.configs.split(",")]
-    configs = [c for c in configs if c[1] is None or "buffer_bytes" not in c[1] or takes_buffer]
+    configs = []  # (name, the package's Capture, its keyword arguments)
+    for i, (name, kwargs) in enumerate(CONFIGS):
+        if args.configs is not None and str(i) not in args.configs.split(","):
+            continue
+        if kwargs is None:
+            configs.append((name, None, None))
+            continue
+        for label, package in packages:
+            if "buffer_bytes" not in kwargs or \
+                    "buffer_bytes" in inspect.signature(package.Capture).parameters:
+                configs.append((label + name, package.Capture, kwargs))
     work = args.dir or tempfile.mkdtemp(prefix="capture_bench.")
     os.makedirs(work, exist_ok=True)
 
-    def step(kwargs):
+    def step(capture, kwargs):
         """One step; (seconds, peak RSS growth, process peak RSS, file bytes, CPU seconds)."""
         out = os.path.join(work, "run")
         model.zero_grad(set_to_none=True)
         reset_peak()
         start_rss = vm("VmRSS")
         t0, c0 = time.perf_counter(), time.process_time()
-        cap = equiv_capture.Capture(model, out, **kwargs) if kwargs is not None else None
+        cap = capture(model, out, **kwargs) if capture is not None else None
         loss = ((model(x) - target) ** 2).mean()
         if cap is not None:
             cap.loss(loss)
@@ -140,14 +164,15 @@ def main():
         return seconds, peak - start_rss, peak, size, cpu
 
     print(f"capture_bench: {n_params / 1e6:.1f}M parameters, {x.shape[0] * x.shape[1]} tokens, "
-          f"{torch.get_num_threads()} threads, equiv_capture from {os.path.abspath(args.package)}, "
-          f"{args.reps} rounds", flush=True)
-    step(None)  # warm-up: the first step's allocations
-    seen = {name: [] for name, _ in configs}
+          f"torch threads {torch.get_num_threads()}, equiv_capture from {os.path.abspath(args.package)}"
+          f"{f' (before: {os.path.abspath(args.before)})' if args.before else ''}, {args.reps} rounds", flush=True)
+    step(None, None)  # warm-up: the first step's allocations
+    seen = {name: [] for name, _, _ in configs}
     for r in range(args.reps):
-        for name, kwargs in configs:
-            seen[name].append(step(kwargs))
-        print(f"round {r + 1}: " + ", ".join(f"{name} {seen[name][-1][0]:.2f} s" for name, _ in configs), flush=True)
+        for name, capture, kwargs in configs:
+            seen[name].append(step(capture, kwargs))
+        print(f"round {r + 1}: " + ", ".join(f"{name} {seen[name][-1][0]:.2f} s" for name, _, _ in configs),
+              flush=True)
     if not args.dir:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -161,7 +186,7 @@ def main():
     print("| capture | step time | vs none | CPU time | vs none | peak RSS growth in the step | vs none | "
           "process peak RSS | file |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for name, _ in configs:
+    for name, _, _ in configs:
         size = median(name, 3)
         print(f"| {name} | {median(name, 0):.2f} s | {ratio(name, 0)} | {median(name, 4):.2f} s | {ratio(name, 4)} | "
               f"{median(name, 1) / MIB:.0f} MiB | {ratio(name, 1)} | {median(name, 2) / MIB:.0f} MiB | "
