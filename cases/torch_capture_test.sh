@@ -158,6 +158,14 @@ files) # a run directory that cannot be assembled: one line, exit 2, nothing wri
     expect "the disagreement named" 'dp 1, tp 1, world_size 1, but .* says dp 4' "$work/err"
     mkdir "$work/empty"
     compare "an empty directory" 2 ddp1 empty
+    # equiv_capture writes a rank's file under a hidden temporary name and renames it at write(): what a
+    # step that died leaves is skipped, beside complete files or alone
+    mkdir "$work/with-tmp" "$work/died" && cp "$work"/ddp4/rank0000[0-3].h5 "$work/with-tmp/"
+    head -c 4096 "$work/ddp4/rank00001.h5" >"$work/with-tmp/.rank00001.h5.tmp.12345"
+    cp "$work/with-tmp/.rank00001.h5.tmp.12345" "$work/died/"
+    compare "a temporary file left by a step that died, beside the ranks' files" 0 ddp1 with-tmp
+    expect "not read" "Test run: written by torch, 4 ranks assembled"
+    compare "a run directory holding only a temporary file" 2 ddp1 died
     "$py" - "$work/ddp4" "$work/bad-shard" <<'PY'
 import shutil, sys, h5py
 src, dst = sys.argv[1:]

@@ -202,6 +202,102 @@ def test_file():
             check(kept == ["fc2.out_grad", "fc2.weight.grad", "loss"], f"include=fc2, gradients only: {kept}")
 
 
+# ---- writing as the step goes: the same file whatever the buffer, nothing final before write() ----
+
+def _file_contents(path):
+    """Root attributes and, in creation order, each dataset's (name, raw bytes, dtype, shape, attributes)."""
+    with h5py.File(path, "r") as f:
+        order = []
+        f.id.links.iterate(lambda n: order.append(n.decode()), idx_type=h5py.h5.INDEX_CRT_ORDER)
+        sets = [(n, f[n][()].tobytes(), str(f[n].dtype), f[n].shape, dict(f[n].attrs))
+                for n in order if isinstance(f[n], h5py.Dataset)]
+        return dict(f.attrs), sets
+
+
+class Twice(nn.Module):
+    """One module applied twice: its output's dataset holds the second call's, in the first's place."""
+    def __init__(self):
+        super().__init__()
+        self.lin, self.act = nn.Linear(8, 8), nn.Tanh()
+
+    def forward(self, x):
+        return self.lin(self.act(self.lin(x)))
+
+
+def test_streaming():
+    torch.manual_seed(0)
+    net = Net().to(torch.bfloat16)
+    with torch.no_grad():
+        net.fc1.weight.normal_()
+        net.fc2.weight.normal_()
+    x = torch.randn(2, 8, dtype=torch.bfloat16)
+    with tempfile.TemporaryDirectory() as tmp:
+        # buffer 0 (each tensor written as it comes), 64 bytes (a few at a time) and the default (all
+        # held: this step is small): the same file, bytes, order and attributes
+        seen = {}
+        for model, tag in ((net, "net"), (Twice(), "twice")):
+            for buffer_bytes in (0, 64, equiv_capture.capture.BUFFER_BYTES):
+                model.zero_grad()
+                out = f"{tmp}/{buffer_bytes}/{tag}"
+                cap = equiv_capture.Capture(model, out, step=1, buffer_bytes=buffer_bytes)
+                y = model(x if tag == "net" else x.float())
+                loss = (y.float() ** 2).mean()
+                cap.loss(loss)
+                if buffer_bytes == 0 and tag == "net":
+                    listed = os.listdir(out)
+                    check(listed == [f".rank00000.h5.tmp.{os.getpid()}"],
+                          f"buffer_bytes=0, mid-step: only the hidden temporary file, no *.h5: {listed}")
+                loss.backward()
+                cap.grads()
+                cap.write()
+                check(os.listdir(out) == ["rank00000.h5"], f"after write(): the rank's file alone: {os.listdir(out)}")
+                seen[tag, buffer_bytes] = _file_contents(f"{out}/rank00000.h5")
+                if tag == "twice":
+                    with h5py.File(f"{out}/rank00000.h5", "r") as f:
+                        check(np.array_equal(f["lin.out"][()], y.detach().numpy()),
+                              f"buffer_bytes={buffer_bytes}: a module applied twice: its second output stored")
+            first = seen[tag, 0]
+            for buffer_bytes in (64, equiv_capture.capture.BUFFER_BYTES):
+                check(seen[tag, buffer_bytes] == first,
+                      f"{tag}: buffer_bytes={buffer_bytes} writes what buffer_bytes=0 does")
+        names = [n for n, *_ in seen["twice", 0][1]]
+        check(names[:3] == ["lin.out", "act.out", "loss"], f"a module applied twice keeps its first place: {names}")
+        # a write that fails during the step (the folder cannot be made): a warning then, write() raises,
+        # no rank file and no temporary file
+        with open(f"{tmp}/a-file", "w") as f:
+            f.write("not a folder")
+        cap = equiv_capture.Capture(net, f"{tmp}/a-file/run", buffer_bytes=0)
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loss = (net(x).float() ** 2).mean()
+        check(any("write() will raise" in str(w.message) for w in caught), f"a failed write warns: {caught}")
+        cap.loss(loss)
+        try:
+            cap.write()
+            check(False, "write() after a failed write during the step returned")
+        except RuntimeError as e:
+            check("was not written" in str(e), f"write() says the file was not written: {e}")
+    # a step that dies before write(): the temporary file is there, never a rank file, and the
+    # process's end removes it
+    import subprocess
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--crash-child", f"{tmp}/run"],
+                             capture_output=True, text=True, timeout=120)
+        check(out.returncode == 0 and out.stdout.strip().startswith("['.rank00000.h5.tmp."),
+              f"a step that dies: mid-step listing {out.stdout.strip()} {out.stderr[-300:]}")
+        check(os.listdir(f"{tmp}/run") == [], f"the process's end removed the temporary file: {os.listdir(f'{tmp}/run')}")
+
+
+def crash_child(out_dir):
+    """A step whose forward has been written (buffer 0) and that dies before write()."""
+    net = Net()
+    equiv_capture.Capture(net, out_dir, buffer_bytes=0)
+    net(torch.ones(2, 8))
+    print(sorted(os.listdir(out_dir)))
+    raise SystemExit(0)
+
+
 # ---- the layout from one group: real gloo ranks, forked from this process (torch imported once) ----
 
 def _layout_rank(rank, world, tmp, grouping, given):
@@ -284,8 +380,137 @@ def test_layout_from_one_group():
           f"tp groups {{0, 3}}, {{1, 2}} without dp_group: {seen}")
 
 
+def _failing_rank(rank, world, tmp):
+    """dp 2: rank 1's writes fail during the step (its folder cannot be made); both call write()."""
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=rank, world_size=world)
+    net = Net()
+    cap = equiv_capture.Capture(net, f"{tmp}/run" if rank == 0 else f"{tmp}/a-file/run", buffer_bytes=0)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        net(torch.ones(2, 8))
+    cap.loss(torch.tensor(float(rank + 1)))
+    try:
+        cap.write()
+        result = "written"
+    except RuntimeError as e:
+        result = str(e)
+    with open(f"{tmp}/rank{rank}.result", "w") as f:
+        f.write(result)
+    dist.destroy_process_group()
+
+
+def test_failed_rank():
+    """A rank whose writes failed still takes part in write()'s loss all-reduce (the other ranks would
+    wait for it), then raises; the other rank's file holds the global loss."""
+    if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(f"{tmp}/a-file", "w") as f:
+            f.write("not a folder")
+        try:
+            torch.multiprocessing.start_processes(_failing_rank, args=(2, tmp), nprocs=2, start_method="fork")
+        except Exception as e:  # noqa: BLE001 (a rank that raised: reported below as its missing result)
+            print(f"a rank raised: {str(e).strip().splitlines()[-1]}")
+        results = []
+        for rank in range(2):
+            path = f"{tmp}/rank{rank}.result"
+            results.append(open(path).read() if os.path.exists(path) else "no result")
+        check(results[0] == "written" and "was not written" in results[1], f"a rank's failed writes: {results}")
+        if results[0] == "written":
+            with h5py.File(f"{tmp}/run/rank00000.h5", "r") as f:
+                check(float(f["loss"][0]) == 1.5, f"the other rank's file: the global loss (1 + 2) / 2: {f['loss'][()]}")
+
+
+# ---- bounded memory: the capture holds a batch of tensors, not the step's -------------------------
+
+MEMORY_LAYERS, MEMORY_ROWS, MEMORY_WIDTH = 32, 65536, 16  # each activation 4 MiB; 32 x 12 MiB captured
+
+
+def memory_child(out_dir, buffer_bytes):
+    """In a fresh process: two steps of a stack of bias-free linears without capture (the step's own
+    peak), then one with full capture; prints the peak RSS growth the capture added, the bytes it
+    captured and its largest tensor."""
+    import json
+    import resource
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    net = nn.Sequential(*[nn.Linear(MEMORY_WIDTH, MEMORY_WIDTH, bias=False) for _ in range(MEMORY_LAYERS)])
+    x = torch.randn(MEMORY_ROWS, MEMORY_WIDTH)
+
+    def step(cap):
+        net.zero_grad(set_to_none=True)
+        loss = (net(x) ** 2).mean()
+        if cap:
+            cap.loss(loss)
+        loss.backward()
+        if cap:
+            cap.grads()
+            cap.write()
+
+    def peak():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    step(None)
+    step(None)
+    before = peak()
+    step(equiv_capture.Capture(net, out_dir, buffer_bytes=buffer_bytes))
+    growth = peak() - before
+    with h5py.File(f"{out_dir}/rank00000.h5", "r") as f:
+        sizes = [f[n].id.get_storage_size() for n in f if isinstance(f[n], h5py.Dataset)]
+    print(json.dumps({"growth": growth, "captured": sum(sizes), "largest": max(sizes)}))
+
+
+def _memory_run(tmp, buffer_bytes):
+    import json
+    import subprocess
+    # glibc's mmap threshold fixed: a freed tensor goes back to the system, so RSS follows what is held
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--memory-child", f"{tmp}/run{buffer_bytes}",
+                          str(buffer_bytes)], env=env, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        check(False, f"memory child (buffer {buffer_bytes}): exit {out.returncode}: {out.stderr[-400:]}")
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_bounded_memory():
+    """The capture's peak RSS growth over the step's own stays under buffer_bytes plus the largest
+    tensor (and some slack for h5py), while the step captures 24 times that; the same step holding
+    every tensor until write() (the buffer larger than the capture) grows by most of what it captured,
+    so the measurement sees what it should."""
+    mib = 1 << 20
+    buffer_bytes, slack = 16 * mib, 12 * mib
+    with tempfile.TemporaryDirectory() as tmp:
+        bounded = _memory_run(tmp, buffer_bytes)
+        held = _memory_run(tmp, 1 << 40)
+    if bounded is None or held is None:
+        return
+    captured, largest = bounded["captured"], bounded["largest"]
+    check(captured >= 20 * buffer_bytes, f"the step captures {captured / mib:.0f} MiB: want 20 x the buffer")
+    check(bounded["growth"] <= buffer_bytes + largest + slack,
+          f"peak RSS growth {bounded['growth'] / mib:.1f} MiB with buffer_bytes {buffer_bytes / mib:.0f} MiB "
+          f"(largest tensor {largest / mib:.0f} MiB, {captured / mib:.0f} MiB captured): want at most "
+          f"{(buffer_bytes + largest + slack) / mib:.0f} MiB")
+    check(held["growth"] >= captured // 2,
+          f"every tensor held until write(): peak RSS growth {held['growth'] / mib:.1f} MiB, want at least half "
+          f"of the {captured / mib:.0f} MiB captured (else the measurement cannot tell)")
+    print(f"bounded memory: {captured / mib:.0f} MiB captured; peak RSS growth {bounded['growth'] / mib:.1f} MiB "
+          f"with buffer_bytes {buffer_bytes / mib:.0f} MiB, {held['growth'] / mib:.1f} MiB holding all until write()")
+
+
+if len(sys.argv) == 4 and sys.argv[1] == "--memory-child":
+    memory_child(sys.argv[2], int(sys.argv[3]))
+    sys.exit(0)
+if len(sys.argv) == 3 and sys.argv[1] == "--crash-child":
+    crash_child(sys.argv[2])
 test_rules()
 test_file()
+test_streaming()
 test_layout_from_one_group()
+test_failed_rank()
+test_bounded_memory()
 print(f"capture_test: {checks} checks, {failures} failed")
 sys.exit(1 if failures else 0)

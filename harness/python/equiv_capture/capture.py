@@ -6,6 +6,8 @@ import platform
 import socket
 import subprocess
 import sys
+import warnings
+import weakref
 
 import numpy as np
 import torch
@@ -13,11 +15,12 @@ import torch.distributed as dist
 
 from . import SCHEMA_VERSION, __version__
 from .sharding import COLUMN_PARALLEL, ROW_PARALLEL, shard_for
-from .writer import write_rank_file
+from .writer import RankFile
 
 _LINEAR_LIKE = {"Linear"} | COLUMN_PARALLEL | ROW_PARALLEL
 _ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "CUDA_DEVICE_MAX_CONNECTIONS", "CUBLAS_WORKSPACE_CONFIG",
                  "NVIDIA_TF32_OVERRIDE")
+BUFFER_BYTES = 256 << 20  # the default of Capture(buffer_bytes=): captured tensors held before they are written
 
 
 def _unwrap(model):
@@ -61,6 +64,11 @@ def _fsdp_params(model):
         if any(c.__name__ == "FSDPModule" for c in type(module).__mro__):
             placed.update(id(p) for p in module.parameters())
     return placed
+
+
+def _nbytes(t):
+    t = _local(t)
+    return t.nelement() * t.element_size()
 
 
 def _group_ranks(group):
@@ -133,11 +141,17 @@ class Capture:
     params: also store every parameter (checked equal across replicas and against the reference).
     bounds: for bias-free linear layers, store the input and the weight with the output, so equiv can
         compute the rounding-error bound of the GEMM.
+    buffer_bytes: the captured tensors are copied as the step makes them and written to the rank's
+        (temporary) file whenever the copies held pass this many bytes, so the capture holds at most
+        this plus the largest single tensor, whatever the model's size (0: each written at once).
+        The copies sit where the tensors were (a GPU's, in its memory); each is moved to the host
+        only while it is written. write() writes the rest and gives the file its name.
     """
 
     def __init__(self, model, out_dir, *, dp_group=None, tp_group=None, step=0, name=None, include=("*",),
                  exclude=(), what="both", rules=None, loss_scale=None, batch_dim=0, params=False, bounds=True,
-                 pp_group=None, cp_group=None, ep_group=None, microbatches=1, seq_dim=None):
+                 pp_group=None, cp_group=None, ep_group=None, microbatches=1, seq_dim=None,
+                 buffer_bytes=BUFFER_BYTES):
         if what not in ("activations", "gradients", "both"):
             raise ValueError(f"what='{what}': want 'activations', 'gradients' or 'both'")
         self.model = _unwrap(model)
@@ -156,9 +170,8 @@ class Capture:
         self._init_world(dp_group, tp_group, pp_group, cp_group, ep_group)
         self._fsdp = _fsdp_params(self.model)
         self.loss_scale = float(self.dp if loss_scale is None else loss_scale)
-        self._records = {}   # dataset path -> (tensor, kind, module, param, attrs)
-        self._order = []
-        self._produced = {}  # id(output tensor) -> (the tensor, its shard): what elementwise modules inherit
+        self._init_store(buffer_bytes)
+        self._produced = {}  # id(output tensor) -> (a weak reference, its shard): what elementwise modules inherit
         self._loss = None
         self._hooks = []
         for mod_name, module in self.model.named_modules():
@@ -256,13 +269,91 @@ class Capture:
         return self._named(name) and (not any(True for _ in module.children())
                                       or type(module).__name__ in _LINEAR_LIKE)
 
+    # the storage: captured tensors written in bounded batches --------------------------------------
+    def _init_store(self, buffer_bytes):
+        if buffer_bytes < 0:
+            raise ValueError(f"buffer_bytes={buffer_bytes}: want 0 or more")
+        self.buffer_bytes = int(buffer_bytes)
+        self._records = {}   # dataset path -> (tensor, or None once written; kind, module, param, attrs)
+        self._order = []     # dataset paths in capture order
+        self._pending = {}   # paths recorded and not yet written, in capture order (an ordered set)
+        self._pending_bytes = 0
+        self._pieces = {}    # dataset path -> micro-batches joined so far (with microbatches > 1)
+        self._file = None    # the RankFile, made at the first write
+        self._failed = None  # why a write during the step failed: write() reports it, no file is made
+        self._first_dtype = None  # the first activation's dtype: the root's `dtype`
+
     def _record(self, path, tensor, kind, module=None, param=None, attrs=None):
+        if self._failed is not None:
+            return
         if path not in self._records:
             self._order.append(path)
-        elif self.microbatches > 1 and kind in ("in", "out", "out_grad"):  # the next micro-batch's
+        if path in self._records and self.microbatches > 1 and kind in ("in", "out", "out_grad"):
+            # the next micro-batch's: joined to the ones before, held until all have come
             tensor = torch.cat([self._records[path][0], tensor], dim=self.batch_dim)
             attrs = {**(attrs or {}), "microbatches": self.microbatches}
+            self._pieces[path] = self._pieces.get(path, 1) + 1
+        held = self._records[path][0] if path in self._pending else None
+        if held is not None:  # recorded again before it was written: the last one is kept
+            self._pending_bytes -= _nbytes(held)
         self._records[path] = (tensor, kind, module, param, dict(attrs or {}))
+        self._pending[path] = None
+        self._pending_bytes += _nbytes(tensor)
+        if self._pending_bytes > self.buffer_bytes:
+            self._flush()
+
+    def _waiting(self, path):
+        """A tensor that later micro-batches still join (held until they have come)."""
+        kind = self._records[path][1]
+        return (self.microbatches > 1 and kind in ("in", "out", "out_grad")
+                and self._pieces.get(path, 1) < self.microbatches)
+
+    def _flush(self, final=False):
+        """Writes every tensor held (but those later micro-batches join, until final), in capture order,
+        and lets go of each as it is written. A failure
+        (a full disk) removes the temporary file and is kept for write() to raise: raised here, in the
+        middle of one rank's forward or backward, it would leave the other ranks waiting in a collective."""
+        if self._failed is not None:
+            return
+        path, kept = None, {}
+        try:
+            if self._file is None:
+                self._file = RankFile(os.path.join(self.out_dir, f"rank{self.rank:05d}.h5"))
+            for path in self._pending:
+                if not final and self._waiting(path):
+                    kept[path] = None
+                    continue
+                tensor, kind, module, param, attrs = self._records[path]
+                self._file.add(path, *self._dataset(path, tensor, kind, module, param, attrs))
+                self._records[path] = (None, kind, module, param, attrs)
+        except Exception as e:  # noqa: BLE001 (any failure: write() reports it)
+            self._failed = f"{path or 'the file'}: {type(e).__name__}: {e}"
+            warnings.warn(f"equiv_capture: rank {self.rank}: writing {self._failed}; nothing more is captured "
+                          "this step and write() will raise")
+            if self._file is not None:
+                self._file.abort()
+            kept = {}
+        finally:
+            self._pending = kept if self._failed is None else {}
+            self._pending_bytes = sum(_nbytes(self._records[p][0]) for p in self._pending)
+
+    def _dataset(self, path, tensor, kind, module, param, attrs):
+        """A captured tensor as the file stores it: (numpy data or ("bf16", raw bits), attributes)."""
+        if kind == "loss":  # this rank's value for now (its place in the order): write() stores the global one
+            data, extra = _array((tensor.double().reshape(1) / self.loss_scale).to(tensor.dtype))
+            return data, {"role": "loss", "shard": "replicated", **extra}
+        role = ("activation" if kind in ("in", "out") else
+                "grad" if kind.endswith("_grad") else "param")
+        attrs = dict(attrs)
+        inherited = attrs.pop("shard_tp", None)
+        shard = shard_for(path, kind, max(_local(tensor).dim(), 1), module=module, param=param, tensor=tensor,
+                          rules=self.rules, batch_dim=self.batch_dim, dp_size=self.dp, inherited_tp=inherited,
+                          seq_dim=self.seq_dim, cp_size=self.cp, tp_size=self.tp,
+                          fsdp=param is not None and id(param) in self._fsdp)
+        data, extra = _array(tensor)
+        if self._first_dtype is None and role == "activation":
+            self._first_dtype = tensor.dtype
+        return data, {"role": role, "shard": shard, **attrs, **extra}
 
     def _bound_operands(self, module):
         """A linear layer y = x W^T with no bias: its GEMM's operands can be recorded."""
@@ -287,7 +378,7 @@ class Capture:
                 if inherited is not None:
                     attrs["shard_tp"] = inherited
                 self._record(f"{name}.out", out.detach().clone(), "out", module, attrs=attrs)
-                self._produced[id(out)] = (out, self._tp_part(f"{name}.out", "out", out, mod, attrs))
+                self._produced[id(out)] = (weakref.ref(out), self._tp_part(f"{name}.out", "out", out, mod, attrs))
             if self.want_grads and out.requires_grad:
                 out.register_hook(self._grad_hook(name, module))
         return hook
@@ -307,7 +398,7 @@ class Capture:
         if x is None or x.shape != out.shape or id(x) not in self._produced:
             return None
         tensor, tp_part = self._produced[id(x)]
-        return tp_part if tensor is x else None
+        return tp_part if tensor() is x else None
 
     def _grad_hook(self, name, module):
         def hook(grad):
@@ -368,42 +459,37 @@ class Capture:
         return (value / self.loss_scale).to(self._loss.dtype)
 
     def write(self):
-        """Writes this rank's file (every rank must call it: the loss is reduced over dp) and removes
-        the hooks."""
+        """Writes what is still held, the global loss and the root attributes, and gives this rank's
+        file its name (every rank must call it: the loss is reduced over dp); removes the hooks."""
         for h in self._hooks:
             h.remove()
         self._hooks = []
-        datasets = []
-        first_dtype = None
-        for path in self._order:
-            tensor, kind, module, param, attrs = self._records[path]
-            if kind == "loss":
-                data, extra = _array(self._global_loss())
-                datasets.append((path, data, {"role": "loss", "shard": "replicated", **extra}))
-                continue
-            role = ("activation" if kind in ("in", "out") else
-                    "grad" if kind.endswith("_grad") else "param")
-            attrs = dict(attrs)
-            inherited = attrs.pop("shard_tp", None)
-            shard = shard_for(path, kind, max(_local(tensor).dim(), 1), module=module, param=param, tensor=tensor,
-                              rules=self.rules, batch_dim=self.batch_dim, dp_size=self.dp, inherited_tp=inherited,
-                              seq_dim=self.seq_dim, cp_size=self.cp, tp_size=self.tp,
-                              fsdp=param is not None and id(param) in self._fsdp)
-            data, extra = _array(tensor)
-            if first_dtype is None and role == "activation":
-                first_dtype = tensor.dtype
-            datasets.append((path, data, {"role": role, "shard": shard, **attrs, **extra}))
-        dtype_names = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp32"}
-        root = {"schema": SCHEMA_VERSION, "source": "torch", "case": self.name or os.path.basename(
-                    os.path.normpath(self.out_dir)),
-                "dp": self.dp, "tp": self.tp, "world_size": self.world, "rank": self.rank, "dp_rank": self.dp_rank,
-                "tp_rank": self.tp_rank, "step": self.step, "version": f"equiv_capture {__version__}"}
-        for group in ("pp", "cp", "ep"):  # the other groups, where they have more than one rank
-            if getattr(self, group) > 1:
-                root[group], root[f"{group}_rank"] = getattr(self, group), getattr(self, f"{group}_rank")
-        if first_dtype in dtype_names:
-            root["dtype"] = dtype_names[first_dtype]
-        root.update(_environment(self.backend))
-        os.makedirs(self.out_dir, exist_ok=True)
-        write_rank_file(os.path.join(self.out_dir, f"rank{self.rank:05d}.h5"), root, datasets)
-        self._records, self._order, self._produced = {}, [], {}
+        try:
+            # the collective first, on every rank given a loss, whether or not its own writes failed
+            loss = self._global_loss() if self._loss is not None else None
+            self._flush(final=True)
+            if self._failed is not None:
+                raise RuntimeError(f"equiv_capture: rank {self.rank}'s file was not written: writing "
+                                   f"{self._failed}")
+            if loss is not None and "loss" in self._records:  # over this rank's own value, in its place
+                data, extra = _array(loss)
+                self._file.add("loss", data, {"role": "loss", "shard": "replicated", **extra})
+            dtype_names = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp32"}
+            root = {"schema": SCHEMA_VERSION, "source": "torch", "case": self.name or os.path.basename(
+                        os.path.normpath(self.out_dir)),
+                    "dp": self.dp, "tp": self.tp, "world_size": self.world, "rank": self.rank, "dp_rank": self.dp_rank,
+                    "tp_rank": self.tp_rank, "step": self.step, "version": f"equiv_capture {__version__}"}
+            for group in ("pp", "cp", "ep"):  # the other groups, where they have more than one rank
+                if getattr(self, group) > 1:
+                    root[group], root[f"{group}_rank"] = getattr(self, group), getattr(self, f"{group}_rank")
+            if self._first_dtype in dtype_names:
+                root["dtype"] = dtype_names[self._first_dtype]
+            root.update(_environment(self.backend))
+            self._file.close(root)
+        except BaseException:
+            if self._file is not None:
+                self._file.abort()
+            raise
+        finally:
+            self._init_store(self.buffer_bytes)
+            self._produced = {}
