@@ -17,8 +17,10 @@ What each rank writes under the run directory (harness/SCHEMA.md, "Runs of many 
                          all-reduce and any clipping). No communication: equiv adds the pieces.
   params_NNNNNN/         every params_every steps (and step 0, before training) the parameters,
                          an ordinary run directory of role "param" datasets (opt-in: 0 = never)
-  step_NNNNNN/           the full capture of step NNNNNN (a Capture with params=True), for each
-                         step in full_steps: an ordinary run directory `equiv compare` reads as is
+  step_NNNNNN/           the full capture of step NNNNNN, for each step in full_steps: an ordinary
+                         run directory `equiv compare` reads as is (step 1 with the parameters
+                         and the rounding bounds' operands; later steps without: the layouts'
+                         parameters are then rounding apart, not bit-identical)
 """
 
 import json
@@ -82,7 +84,7 @@ class StepRecorder:
     (the model's own are the bf16 copies). capture_options: more keyword arguments for those Captures."""
 
     def __init__(self, model, out_dir, *, optimizer=None, dp_group=None, tp_group=None, rules=None,
-                 loss_scale=None, batch_dim=0, params_every=0, full_steps=(), name=None, masters=None,
+                 loss_scale=None, batch_dim=0, params_every=0, full_steps=(1,), name=None, masters=None,
                  **capture_options):
         self.model = _unwrap(model)
         self.out_dir = os.fspath(out_dir)
@@ -151,8 +153,13 @@ class StepRecorder:
         step = self.step + 1
         if step not in self.full_steps:
             return _NoCapture()
-        return Capture(self.model, os.path.join(self.out_dir, f"step_{step:06d}"), step=step, params=True,
-                       name=self.name, **self.groups, **self.capture_options)
+        # After step 1 the layouts' parameters are rounding apart, no longer bit-identical: they are
+        # stored (params_NNNNNN), not captured (a captured parameter must be bit-identical), and so
+        # are the weights a rounding bound would need.
+        first = step == 1
+        options = dict(dict(params=first, bounds=first), **self.capture_options)
+        return Capture(self.model, os.path.join(self.out_dir, f"step_{step:06d}"), step=step, name=self.name,
+                       **self.groups, **options)
 
     def end_step(self, loss):
         """Call after optimizer.step() and before zero_grad(): records the step's light record (the

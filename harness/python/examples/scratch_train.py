@@ -11,7 +11,7 @@ only show over steps.
 The recipe (every layout): Adam (lr 1e-3, betas 0.9/0.999, eps 1e-8) on fp32 master weights (a
 bf16 run's model holds them rounded to bf16), decoupled weight decay 0.1 (p -= lr wd p before the
 update), gradients clipped to a global norm of CLIP, a learning-rate schedule (linear warm-up over
-WARMUP steps), a fresh batch per step from the seed, dp averaging by hand (gloo has no bf16
+WARMUP steps, times DECAY per step), a fresh batch per step from the seed, dp averaging by hand (gloo has no bf16
 all-reduce). The global gradient norm: the tp-split parameters' squares summed over tp, the
 replicated ones' counted once.
 
@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import equiv_capture  # noqa: E402
 import scratch_tp as S  # noqa: E402
 
-LR, BETAS, EPS, WD, CLIP, WARMUP = 1e-3, (0.9, 0.999), 1e-8, 0.1, 1.0, 10
+LR, BETAS, EPS, WD, CLIP, WARMUP, DECAY = 1e-3, (0.9, 0.999), 1e-8, 0.1, 1.0, 5, 0.95
 BUGS = {"clip_local": "tp", "wd_every_rank": "tp", "adam_reset": "dp", "lr_twice": "any"}
 
 
@@ -81,7 +81,7 @@ def run(rank, world, args, init_method):
     named = list(model.named_parameters())
     masters = [p.detach().float().clone() for _, p in named]
     opt = torch.optim.Adam(masters, lr=LR, betas=BETAS, eps=EPS)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: min(1.0, (t + 1) / WARMUP))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: min(1.0, (t + 1) / WARMUP) * DECAY ** t)
     rec = equiv_capture.StepRecorder(model, args.out, optimizer=opt, dp_group=W.dp_group, tp_group=W.tp_group,
                                      rules=S.RULES, params_every=args.params_every, full_steps=args.full_steps,
                                      masters=masters)
