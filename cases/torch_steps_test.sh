@@ -75,6 +75,10 @@ for dtype in bf16 fp32; do
         expect "$dtype $layout: steps 1 and 10 compared layer by layer" '^equiv: 2 comparisons, [0-9]+ tensors, all as expected'
     done
 done
+"$equiv" compare "$work/bf16-tp1" "$work/clip_local" --out "$work/steps-report" >/dev/null 2>&1
+if "$py" "$root/reports/schema_check.py" "$root/reports/report.schema.json" "$work/steps-report/report.json" >"$work/schema" 2>&1
+then echo "ok: the report of two runs of many steps matches reports/report.schema.json"
+else st=$?; [ "$st" -eq 77 ] && echo "skip: $(cat "$work/schema")" || { echo "FAIL: schema: $(cat "$work/schema")"; fail=1; }; fi
 expect "the per-step table" '^\| 20 \| [0-9.]+ \| [0-9.]+ \|'
 expect "the parameters that drifted most" 'The 5 of 12 trained parameters that diverged most'
 
