@@ -19,8 +19,8 @@
 #include "harness/run_steps.h"
 #include "harness/train_curve.h"
 
-/* out is zeroed here (free with eq_steps_curve_free); findings of the parameter directories are
- * appended to ref_findings / test_findings (the runs' own, harness/run_steps.h). */
+/* out is zeroed here (free with eq_steps_curve_free); what assembling a run's parameter
+ * directories found is appended to that run's findings (harness/run_steps.h). */
 eq_status eq_run_steps_curve(eq_run_steps *ref, eq_run_steps *test, eq_steps_curve *out);
 
 #endif

@@ -29,7 +29,7 @@ import os
 
 import torch
 
-from .capture import Capture, _environment, _local, _unwrap
+from .capture import Capture, _array, _environment, _local, _unwrap
 from .sharding import shard_for
 from .writer import write_rank_file
 
@@ -138,7 +138,6 @@ class StepRecorder:
 
     def _write_params(self, step):
         """The parameters after step `step`'s update: an ordinary run directory params_NNNNNN."""
-        from .capture import _array
         datasets = []
         for (pname, p), shard in zip(self._trained(), self.shards):
             data, extra = _array(p)
