@@ -1,6 +1,7 @@
 """Training runs of harness/python/examples/tiny_megatron.py, several in one process.
 
-    torch_train.py WORK < JOBS     (JOBS: one run a line, "NAME ARGS...": tiny_megatron.py's arguments)
+    torch_train.py WORK [EXAMPLE] < JOBS   (JOBS: one run a line, "NAME ARGS...": the example's arguments;
+                                            EXAMPLE: tiny_megatron (default) or scratch_train)
     exit status 77 (skipped) where this python lacks torch with gloo, h5py or numpy
 
 Each run is what `tiny_megatron.py --out WORK/NAME ARGS...` does (the same parse_args and launch,
@@ -15,10 +16,7 @@ import traceback
 
 from torch_example import load_example
 
-tiny_megatron = load_example("tiny_megatron")
-
-
-def train(work, name, argv):
+def train(example, work, name, argv):
     """One run, its output (this process's and its ranks') in WORK/NAME.log; True if it succeeded."""
     log = os.open(os.path.join(work, name + ".log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     saved = os.dup(1), os.dup(2)
@@ -27,7 +25,7 @@ def train(work, name, argv):
     os.dup2(log, 1)
     os.dup2(log, 2)
     try:
-        tiny_megatron.launch(tiny_megatron.parse_args(["--out", os.path.join(work, name)] + argv))
+        example.launch(example.parse_args(["--out", os.path.join(work, name)] + argv))
         return True
     except SystemExit:  # bad arguments: argparse said why
         return False
@@ -44,16 +42,17 @@ def train(work, name, argv):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["tiny_megatron"], ["scratch_train"]):
         print(__doc__)
         return 2
     work = sys.argv[1]
+    example = load_example(sys.argv[2] if len(sys.argv) == 3 else "tiny_megatron")
     failed = 0
     for line in sys.stdin:
         if not line.strip():
             continue
         name, *argv = line.split()
-        if train(work, name, argv):
+        if train(example, work, name, argv):
             print(f"ok: training run {name} ({' '.join(argv)})", flush=True)
             continue
         failed += 1

@@ -65,6 +65,9 @@ typedef struct {
     const char *cases_dir;
     const char *tolerances_path;
     int verbose;
+    /* compare, set by eq_cmd_compare_steps only (harness/driver/commands.h): where not NULL,
+     * eq_cmd_compare moves its comparison here instead of writing reports */
+    struct eq_comparison_sink *collect;
 } eq_cli;
 
 /* Parses argv into cli (defaults filled in). Unknown options and bad values are EQ_ERR_USAGE. */

@@ -17,6 +17,7 @@
 #include "harness/base/phase_time.h"
 #include "harness/plan.h"
 #include "harness/run_load.h"
+#include "harness/run_steps.h"
 #include "harness/driver/runner.h"
 #include "harness/driver/run_settings.h"
 #include "harness/driver/train.h"
@@ -106,6 +107,11 @@ cleanup:
     eq_atomic_abort(&af);
     eq_phase_leave(EQ_PHASE_REPORT, mark);
     return st;
+}
+
+eq_status eq_cmd_write_reports(const eq_cli *cli, eq_out *out, FILE *console, const eq_comparison *cmps, int n)
+{
+    return write_reports(cli, out, console, cmps, n);
 }
 
 static double seconds_since(const struct timespec *t0)
@@ -484,6 +490,10 @@ cleanup:
 
 eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
 {
+    /* Two runs of many steps (harness/run_steps.h): the curve, then each step captured in full
+     * through this path again (cli->collect set), in one report: harness/driver/compare_steps.c. */
+    if (cli->collect == NULL && (eq_run_steps_present(cli->compare_paths[0]) || eq_run_steps_present(cli->compare_paths[1])))
+        return eq_cmd_compare_steps(cli, n_unexpected);
     eq_status st = EQ_OK;
     eq_paths paths;
     eq_capture ref = {0}, test = {0}, truth = {0};
@@ -554,6 +564,12 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     EQ_TRY(eq_compare_runs(&ref, &test, cli->truth_path != NULL ? &truth : NULL, &tol, &grad_tol, expect, known_case && !cli->has_expect ? kase : NULL,
                            &cmp));
     have_cmp = 1;
+    if (cli->collect != NULL) { /* a captured step of a multi-step compare: the comparison, no report */
+        cli->collect->cmp = cmp;
+        cli->collect->taken = 1;
+        have_cmp = 0;
+        goto cleanup;
+    }
     eq_progress_clear(&progress); /* the report starts on a line of its own */
     EQ_TRY(eq_console_open(&console));
     EQ_TRY(write_reports(cli, &out, console.fp, &cmp, 1));

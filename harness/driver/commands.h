@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "harness/compare.h"
 #include "harness/driver/cli.h"
 #include "harness/driver/out_dir.h"
 
@@ -39,6 +40,18 @@ eq_status eq_cmd_finish(eq_console *c, eq_out *out);
 
 eq_status eq_cmd_run(const eq_cli *cli, int *n_unexpected);
 eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected);
+/* equiv compare of two runs of many steps (harness/run_steps.h; harness/driver/compare_steps.c):
+ * the training curve, then each step both captured in full through eq_cmd_compare, all in one
+ * report. eq_cmd_compare calls it where either run holds light records. */
+eq_status eq_cmd_compare_steps(const eq_cli *cli, int *n_unexpected);
+/* Where eq_cmd_compare puts its comparison when cli->collect is set (owned by the caller after). */
+typedef struct eq_comparison_sink {
+    eq_comparison cmp;
+    int taken;
+} eq_comparison_sink;
+/* The reports of cmps to the console (the console's format) and, with --out, report.md, .json,
+ * .html: what eq_cmd_compare writes, for eq_cmd_compare_steps. */
+eq_status eq_cmd_write_reports(const eq_cli *cli, eq_out *out, FILE *console, const eq_comparison *cmps, int n);
 eq_status eq_cmd_list(const eq_cli *cli);
 /* equiv diff BASE.json HEAD.json: the PR comment on stdout (and DIR/comment.md with --out);
  * n_unexpected = regressions. */

@@ -27,6 +27,9 @@ except ImportError as e:
                       "(pip install torch, or apt-get install python3-torch)") from e
 
 from .capture import Capture  # noqa: E402
+from .compare import CompareResult, EquivError, EquivNotFound, assert_equivalent, compare  # noqa: E402
 from .sharding import shard_for  # noqa: E402
+from .steps import StepRecorder  # noqa: E402
 
-__all__ = ["Capture", "shard_for", "SCHEMA_VERSION"]
+__all__ = ["Capture", "StepRecorder", "shard_for", "compare", "assert_equivalent", "CompareResult", "EquivError",
+           "EquivNotFound", "SCHEMA_VERSION"]
