@@ -561,6 +561,12 @@ eq_status eq_dump_server_send(eq_dump_server *s, eq_dump_request *req, int n)
         if (at > s->map_size || bytes > s->map_size - at)
             return EQ_FAIL(EQ_ERR_INTERNAL, "a read of %zu bytes at %zu past the shared buffer's %zu", bytes, at,
                            s->map_size);
+        /* what the file's limit allows its reader to map, the shared buffer's share included */
+        if ((double)bytes > s->limits[q->file].memory_mb * (1 << 20))
+            return EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s declares %.0f MB, more than reading the file may take (%.0f "
+                           "MB; EQUIV_READ_MEMORY_MB allows more)", s->paths[q->file],
+                           s->index[q->file].entries[q->entry].path, (double)bytes / (1 << 20),
+                           s->limits[q->file].memory_mb);
     }
     /* one send for the batch: the reader's answers can then fill the socket while this process
      * reads them, never while it is still sending */

@@ -309,8 +309,10 @@ static const char *part_name(const split_plan *p, int64_t k, char *buf, size_t l
     return buf;
 }
 
-eq_status eq_run_assemble_path(const eq_capture *ranks, const char *const *names, int n, const char *path,
-                               eq_capture *out)
+/* Assembles path into out; shape_only: checks and the full shape, no data (tensor.data NULL), and
+ * firsts (where given, [n]) set to each rank's first holder of its part (-1: it holds none). */
+static eq_status assemble_path(const eq_capture *ranks, const char *const *names, int n, const char *path,
+                               int shape_only, int *firsts, eq_capture *out)
 {
     eq_status st = EQ_OK;
     const eq_run_meta *m0 = &ranks[0].meta;
@@ -395,12 +397,21 @@ eq_status eq_run_assemble_path(const eq_capture *ranks, const char *const *names
         for (int k = 1; k <= plan.size[i]; k++) offsets[i][k] += offsets[i][k - 1];
         shape[plan.dim[i]] = offsets[i][plan.size[i]];
     }
-    EQ_TRY(eq_tensor_init(&full, e0->tensor.dtype, e0->tensor.ndim, shape));
-    for (int r = 0; r < n; r++) {
+    for (int r = 0; firsts != NULL && r < n; r++) firsts[r] = held[r] != NULL ? first[part_of(&plan, &ranks[r].meta)] : -1;
+    if (shape_only) {
+        full.dtype = e0->tensor.dtype;
+        full.ndim = e0->tensor.ndim;
+        memcpy(full.shape, shape, sizeof full.shape);
+    } else {
+        EQ_TRY(eq_tensor_init(&full, e0->tensor.dtype, e0->tensor.ndim, shape));
+    }
+    for (int r = 0; r < n && !shape_only; r++) {
         if (held[r] == NULL) continue;
         const eq_run_meta *m = &ranks[r].meta;
         const int q = first[part_of(&plan, m)];
         if (q != r) {
+            /* a replica without data: the reader found it bit-identical to its first holder's */
+            if (held[r]->tensor.data == NULL && eq_tensor_numel(&held[r]->tensor) > 0) continue;
             EQ_TRY(check_replica(out, held[r], held[q], m, &ranks[q].meta, &reported));
             continue;
         }
@@ -408,23 +419,41 @@ eq_status eq_run_assemble_path(const eq_capture *ranks, const char *const *names
         for (int i = 0; i < plan.n; i++) offset[plan.dim[i]] = offsets[i][eq_layout_rank(m, (eq_group)plan.group[i])];
         place(&full, &held[r]->tensor, offset);
     }
-    if (e0->grad_scale != 1.0) {
+    if (e0->grad_scale != 1.0 && !shape_only) {
         const int64_t count = eq_tensor_numel(&full);
         for (int64_t k = 0; k < count; k++) eq_tensor_set(&full, k, eq_tensor_get(&full, k) / e0->grad_scale);
     }
     if (strcmp(e0->path, e0->name) == 0) EQ_TRY(eq_capture_add_path(out, e0->path, e0->layer, e0->role, &full));
     else EQ_TRY(eq_capture_add(out, e0->layer, e0->name, e0->role, &full));
     out->entries[out->count - 1].gemm = e0->gemm;
+    out->entries[out->count - 1].grad_scale = shape_only ? e0->grad_scale : 1.0;
     out->entries[out->count - 1].assembled_tp_dim = eq_layout_size(m0, EQ_GROUP_TP) > 1 ? e0->shard.tp_dim : -1;
 cleanup:
-    eq_tensor_free(&full);
+    if (!shape_only) eq_tensor_free(&full);
     for (int i = 0; i < EQ_GROUP_COUNT; i++) free(offsets[i]);
     free(first);
     free(held);
     return st;
 }
 
-eq_status eq_run_assemble(const eq_capture *ranks, const char *const *names, int n, eq_capture *out)
+eq_status eq_run_assemble_path(const eq_capture *ranks, const char *const *names, int n, const char *path,
+                               eq_capture *out)
+{
+    return assemble_path(ranks, names, n, path, 0, NULL, out);
+}
+
+eq_status eq_run_holders(const eq_capture *ranks, const char *const *names, int n, const char *path, int *firsts)
+{
+    eq_capture scratch;
+    eq_capture_init(&scratch);
+    eq_status st = assemble_path(ranks, names, n, path, 1, firsts, &scratch);
+    eq_capture_free(&scratch);
+    return st;
+}
+
+/* Every path once, in the order of its first holder (stage by stage, rank by rank), assembled, or
+ * with its full shape and no data where shape_only. */
+static eq_status assemble(const eq_capture *ranks, const char *const *names, int n, int shape_only, eq_capture *out)
 {
     eq_status st = EQ_OK;
     eq_capture_init(out);
@@ -439,9 +468,19 @@ eq_status eq_run_assemble(const eq_capture *ranks, const char *const *names, int
             if (ranks[r].meta.pp_rank != stage) continue;
             for (int i = 0; i < ranks[r].count; i++)
                 if (eq_capture_find(out, ranks[r].entries[i].path) == NULL)
-                    EQ_TRY(eq_run_assemble_path(ranks, names, n, ranks[r].entries[i].path, out));
+                    EQ_TRY(assemble_path(ranks, names, n, ranks[r].entries[i].path, shape_only, NULL, out));
         }
 cleanup:
     if (st != EQ_OK) eq_capture_free(out);
     return st;
+}
+
+eq_status eq_run_assemble(const eq_capture *ranks, const char *const *names, int n, eq_capture *out)
+{
+    return assemble(ranks, names, n, 0, out);
+}
+
+eq_status eq_run_assemble_index(const eq_capture *ranks, const char *const *names, int n, eq_capture *out)
+{
+    return assemble(ranks, names, n, 1, out);
 }

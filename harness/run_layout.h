@@ -49,4 +49,15 @@ eq_status eq_run_check_layout(const eq_capture *ranks, const char *const *names,
 eq_status eq_run_assemble_path(const eq_capture *ranks, const char *const *names, int n, const char *path,
                                eq_capture *out);
 
+/* The same with the data left where it is, for a reader that streams (harness/run_stream.h):
+ *   eq_run_holders sets firsts[r] (n of them) to the rank whose copy of path's part rank r's is
+ *   (r itself where it is the first holder, whose part is placed; -1: r does not hold it), after
+ *   the same checks of its holders as assembly makes;
+ *   eq_run_assemble_index is eq_run_assemble on index captures: every tensor with its full shape
+ *   and no data (tensor.data NULL), grad_scale kept.
+ * eq_run_assemble_path skips a replica whose tensor has no data: one found bit-identical to its
+ * first holder's where it was read. */
+eq_status eq_run_holders(const eq_capture *ranks, const char *const *names, int n, const char *path, int *firsts);
+eq_status eq_run_assemble_index(const eq_capture *ranks, const char *const *names, int n, eq_capture *out);
+
 #endif

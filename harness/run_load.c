@@ -11,6 +11,7 @@
 
 #include "harness/dump.h"
 #include "harness/dump_read_isolated.h"
+#include "harness/run_stream.h"
 
 /* The first element of t that dtype d cannot hold exactly, or -1 (NaN and Inf it holds; a tensor
  * stored in d or coarser holds only values of d). */
@@ -95,21 +96,47 @@ cleanup:
     return st;
 }
 
-/* A file read on its own (cap, consumed): full tensors, or the only rank of a world of one. */
-static eq_status single_file(const char *path, eq_capture *cap, eq_capture *out)
+eq_status eq_run_kind(const char *path, const char *const *files, int n, const eq_capture *caps, int *assemble)
 {
-    eq_status st = EQ_OK;
-    if (cap->meta.has_rank && cap->meta.world_size > 1)
-        st = EQ_FAIL(EQ_ERR_INPUT, "%s is rank %d's file of a run of %d ranks: compare the directory that holds all %d",
-                     path, cap->meta.rank, cap->meta.world_size, cap->meta.world_size);
-    else if (cap->meta.has_rank)
-        st = eq_run_assemble(cap, &path, 1, out);
-    else {
-        *out = *cap; /* already whole: handed over */
-        eq_capture_init(cap);
+    *assemble = 0;
+    if (n == 1) {
+        const eq_run_meta *m = &caps[0].meta;
+        if (m->has_rank && m->world_size > 1)
+            return EQ_FAIL(EQ_ERR_INPUT, "%s is rank %d's file of a run of %d ranks: compare the directory that holds "
+                           "all %d", files[0], m->rank, m->world_size, m->world_size);
+        *assemble = m->has_rank; /* the only rank of a world of one; else full tensors already */
+        return EQ_OK;
     }
-    eq_capture_free(cap);
-    return st;
+    for (int i = 0; i < n; i++)
+        if (!caps[i].meta.has_rank)
+            return EQ_FAIL(EQ_ERR_INPUT, "run directory %s holds %d files and %s is not a rank's file (a run directory "
+                           "holds one run's rank files; name one dump to compare it)", path, n, files[i]);
+    *assemble = 1;
+    return EQ_OK;
+}
+
+eq_status eq_run_files(const char *path, char ***files, int *n)
+{
+    struct stat sb;
+    *files = NULL;
+    *n = 0;
+    if (stat(path, &sb) != 0) {
+        int err = errno;
+        return err == ENOENT ? EQ_FAIL(EQ_ERR_INPUT, "cannot open dump %s: no such file or directory", path)
+                             : EQ_FAIL(EQ_ERR_INPUT, "cannot open dump %s: %s", path, strerror(err));
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        eq_status st = list_h5(path, files, n);
+        if (st == EQ_OK && *n == 0) st = EQ_FAIL(EQ_ERR_INPUT, "run directory %s holds no .h5 files", path);
+        return st;
+    }
+    if ((*files = calloc(1, sizeof **files)) == NULL || ((*files)[0] = strdup(path)) == NULL) {
+        free(*files);
+        *files = NULL;
+        return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %s", path);
+    }
+    *n = 1;
+    return EQ_OK;
 }
 
 /* Reads n files into caps (n of them), by read_many where given (one reader process for all),
@@ -129,42 +156,23 @@ static eq_status read_files(const char *const *paths, int n, eq_dump_reader read
 static eq_status load(const char *path, eq_dump_reader read, dump_reader_many read_many, eq_capture *out)
 {
     eq_status st = EQ_OK;
-    struct stat sb;
     char **paths = NULL;
     eq_capture *ranks = NULL;
-    int n = 0;
+    int n = 0, assemble = 0;
     eq_capture_init(out);
-    if (stat(path, &sb) != 0) {
-        int err = errno;
-        return err == ENOENT ? EQ_FAIL(EQ_ERR_INPUT, "cannot open dump %s: no such file or directory", path)
-                             : EQ_FAIL(EQ_ERR_INPUT, "cannot open dump %s: %s", path, strerror(err));
-    }
-    if (!S_ISDIR(sb.st_mode)) {
-        eq_capture one;
-        st = read(path, &one);
-        return st == EQ_OK ? single_file(path, &one, out) : st;
-    }
-    EQ_TRY(list_h5(path, &paths, &n));
-    if (n == 0) {
-        st = EQ_FAIL(EQ_ERR_INPUT, "run directory %s holds no .h5 files", path);
-        goto cleanup;
-    }
+    EQ_TRY(eq_run_files(path, &paths, &n));
     if ((ranks = calloc((size_t)n, sizeof *ranks)) == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the %d rank files of %s", n, path);
         goto cleanup;
     }
     EQ_TRY(read_files((const char *const *)paths, n, read, read_many, ranks));
-    if (n == 1) {
-        st = single_file(paths[0], &ranks[0], out);
-        goto cleanup;
+    EQ_TRY(eq_run_kind(path, (const char *const *)paths, n, ranks, &assemble));
+    if (assemble) {
+        EQ_TRY(eq_run_assemble(ranks, (const char *const *)paths, n, out));
+    } else { /* already whole: handed over */
+        *out = ranks[0];
+        eq_capture_init(&ranks[0]);
     }
-    for (int i = 0; i < n; i++)
-        if (!ranks[i].meta.has_rank) {
-            st = EQ_FAIL(EQ_ERR_INPUT, "run directory %s holds %d files and %s is not a rank's file (a run directory "
-                         "holds one run's rank files; name one dump to compare it)", path, n, paths[i]);
-            goto cleanup;
-        }
-    EQ_TRY(eq_run_assemble(ranks, (const char *const *)paths, n, out));
 cleanup:
     for (int i = 0; i < n; i++) {
         if (ranks != NULL) eq_capture_free(&ranks[i]);
@@ -175,9 +183,54 @@ cleanup:
     return st;
 }
 
+/* Tensors eq_run_load asks the stream for at a time: at most this many bytes (one larger tensor
+ * alone), at most EQ_DUMP_BATCH_MAX of them. */
+#define LOAD_BATCH_BYTES ((double)(256 << 20))
+
 eq_status eq_run_load(const char *path, eq_capture *out)
 {
-    return load(path, eq_dump_read_isolated, eq_dump_read_isolated_many, out);
+    eq_status st = EQ_OK;
+    eq_run_stream *s = NULL;
+    eq_capture got;
+    const char **paths = NULL;
+    eq_capture_init(out);
+    eq_capture_init(&got);
+    EQ_TRY(eq_run_stream_open(path, &s));
+    const eq_capture *run = eq_run_stream_index(s);
+    out->meta = run->meta;
+    if ((paths = calloc((size_t)(run->count > 0 ? run->count : 1), sizeof *paths)) == NULL) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %s", path);
+        goto cleanup;
+    }
+    for (int first = 0; first < run->count;) {
+        int n = 0;
+        double bytes = 0.0;
+        while (first + n < run->count && n < EQ_DUMP_BATCH_MAX) {
+            const double b = (double)eq_tensor_bytes(&run->entries[first + n].tensor);
+            if (n > 0 && bytes + b > LOAD_BATCH_BYTES) break;
+            paths[n] = run->entries[first + n].path;
+            n++;
+            bytes += b;
+        }
+        EQ_TRY(eq_run_stream_send(s, paths, n));
+        EQ_TRY(eq_run_stream_receive(s, &got));
+        for (int i = 0; i < got.count; i++) {
+            eq_capture_entry e = got.entries[i];
+            if (e.borrowed) EQ_TRY(eq_tensor_clone(&e.tensor, &got.entries[i].tensor));
+            else memset(&got.entries[i].tensor, 0, sizeof got.entries[i].tensor); /* handed over */
+            e.borrowed = 0;
+            EQ_TRY(eq_capture_add_entry(out, &e));
+        }
+        for (int i = 0; i < got.n_findings; i++) EQ_TRY(eq_capture_add_finding(out, "%s", got.findings[i]));
+        eq_capture_free(&got);
+        first += n;
+    }
+cleanup:
+    eq_capture_free(&got);
+    eq_run_stream_close(s);
+    free(paths);
+    if (st != EQ_OK) eq_capture_free(out);
+    return st;
 }
 
 eq_status eq_run_load_with(const char *path, eq_dump_reader read, eq_capture *out) { return load(path, read, NULL, out); }

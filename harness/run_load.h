@@ -42,6 +42,14 @@ eq_status eq_run_load_with(const char *path, eq_dump_reader read, eq_capture *ou
  * (judged bit-exact whatever the dtype). */
 eq_status eq_run_check_dtype(const eq_capture *run, const char *path);
 
+/* The files of the run at path: the file itself, or every *.h5 of the directory but hidden ones,
+ * sorted by name (*files: n malloc'd strings in a malloc'd array, the caller's). */
+eq_status eq_run_files(const char *path, char ***files, int *n);
+/* Whether the files' captures (their indexes will do) make a run to assemble (rank files) or one
+ * file of full tensors; EQ_ERR_INPUT for one rank's file of a larger world, or a directory of
+ * files that are not all ranks'. */
+eq_status eq_run_kind(const char *path, const char *const *files, int n, const eq_capture *caps, int *assemble);
+
 /* Assembles per-rank captures (each as eq_dump_read gives it: meta.has_rank set) into out;
  * `names[i]` names rank file i in messages: eq_run_check_layout, then eq_run_assemble_path for
  * every path in the order of its first holder, stage by stage (harness/run_layout.c). */
