@@ -258,6 +258,12 @@ static eq_status check_paths(const eq_capture *have, const char *have_name, cons
     return EQ_OK;
 }
 
+eq_status eq_compare_check_paths(const eq_capture *ref, const eq_capture *test)
+{
+    eq_status st = check_paths(ref, "reference", test, "test run");
+    return st != EQ_OK ? st : check_paths(test, "test run", ref, "reference");
+}
+
 eq_status eq_compare_captures(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
                               eq_expect expect, eq_comparison *out)
 {
@@ -303,8 +309,7 @@ eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *t
     metrics_job job = {ref, test, tol, grad_tol, NULL, NULL, 0};
     memset(out, 0, sizeof *out);
     if (tol == NULL || grad_tol == NULL) return EQ_FAIL(EQ_ERR_INTERNAL, "eq_compare_captures without a tolerance");
-    EQ_TRY(check_paths(ref, "reference", test, "test run"));
-    EQ_TRY(check_paths(test, "test run", ref, "reference"));
+    EQ_TRY(eq_compare_check_paths(ref, test));
     out->ref_meta = ref->meta;
     out->test_meta = test->meta;
     out->tol = *tol;

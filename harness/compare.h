@@ -203,6 +203,9 @@ eq_status eq_compare_captures(const eq_capture *ref, const eq_capture *test, con
 eq_status eq_compare_captures_by_role(const eq_capture *ref, const eq_capture *test, const eq_tolerance *tol,
                                       const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out);
 void eq_comparison_free(eq_comparison *c);
+/* The check eq_compare_captures starts with (the same paths, shapes and dtypes in both), which
+ * needs no data: runs' indexes will do (harness/run_stream.h). */
+eq_status eq_compare_check_paths(const eq_capture *ref, const eq_capture *test);
 
 /* Takes the case's per-tensor expectations ([expect.<grads>], harness/case_file.h) for the test
  * run's convention and layout into the expect and expect_size of cmp's activations, gradients and

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "harness/dump_read_isolated.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -193,12 +194,30 @@ static int serve(child_state *c, const wire_request *q, eq_dump_file **files, co
     return put_u32(c->fd, MAGIC) || put_u32(c->fd, kind) ? -1 : 0;
 }
 
+/* Closes every descriptor but standard input, output and error and the two kept: another reader's
+ * socket, inherited at fork, would keep that reader from seeing its parent close it. */
+static void close_others(int keep1, int keep2)
+{
+    int fds[1024], n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL) return;
+    for (struct dirent *e; (e = readdir(d)) != NULL && n < 1024;) {
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (*end == '\0' && end != e->d_name && fd > 2 && fd != keep1 && fd != keep2 && fd != dirfd(d))
+            fds[n++] = (int)fd;
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) close(fds[i]);
+}
+
 /* Opens the files in turn, each under its own limits, sending each index as it is read; then
  * answers requests until the parent closes the socket. Ends after an error. */
 static _Noreturn void child_main(int fd, int mem_fd, const char *const *paths, const read_limits *limits, int n)
 {
     struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
+    close_others(fd, mem_fd);
     signal(SIGXCPU, SIG_DFL); /* the CPU limit ends the reader, whatever the parent set */
     /* what a crashing library or a sanitizer prints is not equiv's one line: the parent speaks */
     int devnull = open("/dev/null", O_WRONLY);
@@ -612,7 +631,7 @@ eq_status eq_dump_server_wait(eq_dump_server *s)
 void eq_dump_server_close(eq_dump_server *s)
 {
     if (s == NULL) return;
-    end_reader(s, s->failed);
+    end_reader(s, 1); /* it has nothing left to do, and may be reading still */
     if (s->map != NULL) munmap(s->map, s->map_size);
     if (s->mem_fd >= 0) close(s->mem_fd);
     free(s->limits);

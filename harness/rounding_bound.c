@@ -158,6 +158,21 @@ static int find_gemm(const eq_tensor_result *res, const eq_capture *ref, const e
     return 0;
 }
 
+int eq_gemm_operand_paths(const eq_capture *ref, const eq_capture_entry *e, const eq_gemm_site *sites,
+                          char a[EQ_NAME_MAX], char b[EQ_NAME_MAX])
+{
+    eq_tensor_result res;
+    gemm_paths g;
+    memset(&res, 0, sizeof res);
+    snprintf(res.path, sizeof res.path, "%s", e->path);
+    snprintf(res.name, sizeof res.name, "%s", e->name);
+    res.layer = e->layer;
+    if (!find_gemm(&res, ref, sites, &g)) return 0;
+    memcpy(a, g.a, EQ_NAME_MAX);
+    memcpy(b, g.b, EQ_NAME_MAX);
+    return 1;
+}
+
 static eq_status apply_site(eq_tensor_result *res, const eq_capture *ref, const eq_capture *test, const gemm_paths *site)
 {
     eq_status st = EQ_OK;

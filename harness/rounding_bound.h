@@ -77,6 +77,11 @@ typedef struct {
  * det_ratio > 1 as outside, whatever the tolerance. */
 eq_status eq_rounding_bounds_apply(eq_comparison *cmp, const eq_capture *ref, const eq_capture *test,
                                    const eq_gemm_site *sites);
+/* The operands eq_rounding_bounds_apply would look for behind entry e of ref (an index will do): 1
+ * and their paths in a and b, or 0 when it is no GEMM output. A comparison read a batch at a time
+ * reads them with it. */
+int eq_gemm_operand_paths(const eq_capture *ref, const eq_capture_entry *e, const eq_gemm_site *sites,
+                          char a[EQ_NAME_MAX], char b[EQ_NAME_MAX]);
 
 /* One reading of a result's theory for a reader: "not rounding" (above the deterministic bound),
  * "bit-exact", "rounding, within the 99.9% bound" (every |d_i| within its probabilistic bound) or

@@ -30,27 +30,49 @@ static int64_t first_not_of_dtype(const eq_tensor *t, eq_dtype d)
     return -1;
 }
 
-eq_status eq_run_check_dtype(const eq_capture *run, const char *path)
+void eq_dtype_check_begin(eq_dtype_check *c, const eq_capture *run)
 {
-    const eq_dtype d = run->meta.dtype;
-    eq_role decides = EQ_ROLE_GRAD;
+    memset(c, 0, sizeof *c);
+    c->dtype = run->meta.dtype;
+    c->decides = EQ_ROLE_GRAD;
     for (int i = 0; i < run->count; i++)
-        if (run->entries[i].role == EQ_ROLE_ACTIVATION) decides = EQ_ROLE_ACTIVATION;
-    const eq_capture_entry *witness = NULL;
-    int64_t at = -1;
-    for (int i = 0; i < run->count; i++) {
-        const eq_capture_entry *e = &run->entries[i];
-        if (e->role != decides || eq_tensor_numel(&e->tensor) == 0) continue;
-        const int64_t k = first_not_of_dtype(&e->tensor, d);
-        if (k < 0) return EQ_OK;
-        if (witness == NULL) witness = e, at = k;
+        if (run->entries[i].role == EQ_ROLE_ACTIVATION) c->decides = EQ_ROLE_ACTIVATION;
+}
+
+void eq_dtype_check_add(eq_dtype_check *c, const eq_capture *tensors)
+{
+    for (int i = 0; i < tensors->count && !c->passed; i++) {
+        const eq_capture_entry *e = &tensors->entries[i];
+        if (e->role != c->decides || eq_tensor_numel(&e->tensor) == 0) continue;
+        const int64_t k = first_not_of_dtype(&e->tensor, c->dtype);
+        if (k < 0) {
+            c->passed = 1;
+        } else if (!c->witnessed) {
+            c->witnessed = 1;
+            snprintf(c->path, sizeof c->path, "%s", e->path);
+            c->stored = e->tensor.dtype;
+            c->at = k;
+            c->value = eq_tensor_get(&e->tensor, k);
+        }
     }
-    if (witness == NULL) return EQ_OK; /* nothing it judges by a tolerance holds an element */
+}
+
+eq_status eq_dtype_check_end(const eq_dtype_check *c, const char *path)
+{
+    if (c->passed || !c->witnessed) return EQ_OK; /* nothing it judges by a tolerance holds an element */
     return EQ_FAIL(EQ_ERR_INPUT, "%s: the run says its dtype is %s, but no %s holds %s values: %.100s is stored as %s "
                    "and element %lld is %.9g, which %s cannot hold (a dtype coarser than the data would loosen the "
-                   "tolerance; declare the dtype the run computed in, or leave it out)", path, eq_dtype_name(d),
-                   eq_role_name(decides), eq_dtype_name(d), witness->path, eq_dtype_name(witness->tensor.dtype),
-                   (long long)at, eq_tensor_get(&witness->tensor, at), eq_dtype_name(d));
+                   "tolerance; declare the dtype the run computed in, or leave it out)", path, eq_dtype_name(c->dtype),
+                   eq_role_name(c->decides), eq_dtype_name(c->dtype), c->path, eq_dtype_name(c->stored),
+                   (long long)c->at, c->value, eq_dtype_name(c->dtype));
+}
+
+eq_status eq_run_check_dtype(const eq_capture *run, const char *path)
+{
+    eq_dtype_check c;
+    eq_dtype_check_begin(&c, run);
+    eq_dtype_check_add(&c, run);
+    return eq_dtype_check_end(&c, path);
 }
 
 static int compare_strings(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }

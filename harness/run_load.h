@@ -42,6 +42,22 @@ eq_status eq_run_load_with(const char *path, eq_dump_reader read, eq_capture *ou
  * (judged bit-exact whatever the dtype). */
 eq_status eq_run_check_dtype(const eq_capture *run, const char *path);
 
+/* The same check over a run read a batch at a time (harness/run_stream.h): begin with the run's
+ * index (which role decides), add each batch of its tensors, end: the same error, naming the first
+ * tensor that the dtype cannot hold, when none passed. */
+typedef struct {
+    eq_dtype dtype;
+    eq_role decides;
+    int passed, witnessed;
+    char path[EQ_NAME_MAX]; /* the first that did not pass */
+    eq_dtype stored;
+    int64_t at;
+    double value;
+} eq_dtype_check;
+void eq_dtype_check_begin(eq_dtype_check *c, const eq_capture *run);
+void eq_dtype_check_add(eq_dtype_check *c, const eq_capture *tensors);
+eq_status eq_dtype_check_end(const eq_dtype_check *c, const char *path);
+
 /* The files of the run at path: the file itself, or every *.h5 of the directory but hidden ones,
  * sorted by name (*files: n malloc'd strings in a malloc'd array, the caller's). */
 eq_status eq_run_files(const char *path, char ***files, int *n);

@@ -11,6 +11,7 @@
 #include "harness/driver/cells.h"
 #include "harness/comms.h"
 #include "harness/compare.h"
+#include "harness/driver/compare_stream.h"
 #include "harness/driver/data_home.h"
 #include "harness/dump.h"
 #include "harness/driver/out_dir.h"
@@ -434,14 +435,14 @@ cleanup:
 }
 
 /* A run that names no case: the name of its directory or file ("runs/ddp_dp4" -> "ddp_dp4"). */
-static void name_run(eq_capture *cap, const char *path)
+static void name_run(eq_run_meta *meta, const char *path)
 {
-    if (cap->meta.case_name[0] != '\0') return;
+    if (meta->case_name[0] != '\0') return;
     size_t end = strlen(path);
     while (end > 1 && path[end - 1] == '/') end--; /* "runs/dp4/" names dp4 too */
     size_t start = end;
     while (start > 0 && path[start - 1] != '/') start--;
-    snprintf(cap->meta.case_name, sizeof cap->meta.case_name, "%.*s", (int)(end - start), path + start);
+    snprintf(meta->case_name, sizeof meta->case_name, "%.*s", (int)(end - start), path + start);
 }
 
 /* A name that can only mean a file in the cases directory: letters, digits, '_', '-', '.', not
@@ -496,14 +497,16 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
         return eq_cmd_compare_steps(cli, n_unexpected);
     eq_status st = EQ_OK;
     eq_paths paths;
-    eq_capture ref = {0}, test = {0}, truth = {0};
+    eq_stream_compare runs = {.ref_path = cli->compare_paths[0], .test_path = cli->compare_paths[1],
+                              .truth_path = cli->truth_path};
     eq_comparison cmp = {0};
     eq_out out = {0};
     eq_console console = {0};
     int have_cmp = 0;
     eq_tolerance tol, grad_tol;
-    eq_progress progress; /* big dumps take a while to read and compare */
+    eq_progress progress; /* big runs take a while to read and compare */
     eq_progress_init(&progress, stderr, eq_progress_mode_for(stderr, cli->verbose), NULL, NULL);
+    runs.progress = &progress;
     eq_case *kase = calloc(1, sizeof *kase);
     eq_tolerance_table *table = calloc(1, sizeof *table);
     if (kase == NULL || table == NULL) {
@@ -513,31 +516,34 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
     eq_paths_resolve(cli, &paths);
     EQ_TRY(eq_tolerance_load(paths.tolerances, table));
     EQ_TRY(eq_out_open(&out, cli->out_dir)); /* first: a folder that cannot be made fails at once */
-    /* a dump, or a directory of per-rank files assembled here (harness/run_load.h) */
+    /* a dump, or a directory of per-rank files, each read by a reader process a batch of tensors at
+     * a time (harness/run_stream.h): here their indexes only */
     eq_progress_run(&progress, "compare");
-    eq_progress_phase(&progress, "read the reference", 0, 0, -1.0);
-    EQ_TRY(eq_run_load(cli->compare_paths[0], &ref));
-    eq_progress_phase(&progress, "read the test run", 0, 0, -1.0);
-    EQ_TRY(eq_run_load(cli->compare_paths[1], &test));
+    eq_progress_phase(&progress, "open the runs", 0, 0, -1.0);
+    EQ_TRY(eq_run_stream_open(cli->compare_paths[0], &runs.ref));
+    EQ_TRY(eq_run_stream_open(cli->compare_paths[1], &runs.test));
+    runs.ref_meta = eq_run_stream_index(runs.ref)->meta;
+    runs.test_meta = eq_run_stream_index(runs.test)->meta;
     if (cli->truth_path != NULL) {
-        eq_progress_phase(&progress, "read the truth run", 0, 0, -1.0);
-        EQ_TRY(eq_run_load(cli->truth_path, &truth));
-        if (eq_dtype_unit_roundoff(truth.meta.dtype) >= eq_dtype_unit_roundoff(ref.meta.dtype)) {
+        EQ_TRY(eq_run_stream_open(cli->truth_path, &runs.truth));
+        const eq_dtype truth_dtype = eq_run_stream_index(runs.truth)->meta.dtype;
+        if (eq_dtype_unit_roundoff(truth_dtype) >= eq_dtype_unit_roundoff(runs.ref_meta.dtype)) {
             st = EQ_FAIL(EQ_ERR_INPUT, "%s: the truth run is %s, no wider than the reference's %s (a truth is the "
                          "reference's step one precision up: fp32 for a bf16 run, fp64 for fp32)", cli->truth_path,
-                         eq_dtype_name(truth.meta.dtype), eq_dtype_name(ref.meta.dtype));
+                         eq_dtype_name(truth_dtype), eq_dtype_name(runs.ref_meta.dtype));
             goto cleanup;
         }
     }
-    name_run(&ref, cli->compare_paths[0]);
-    name_run(&test, cli->compare_paths[1]);
+    name_run(&runs.ref_meta, cli->compare_paths[0]);
+    name_run(&runs.test_meta, cli->compare_paths[1]);
 
     /* An equiv dump of a case this tree has: the case names tolerance and expectation. A user's run
      * never does, whatever it calls itself. */
+    const eq_run_meta *ref = &runs.ref_meta;
     char case_path[4400];
-    snprintf(case_path, sizeof case_path, "%s/%s.ini", paths.cases_dir, ref.meta.case_name);
+    snprintf(case_path, sizeof case_path, "%s/%s.ini", paths.cases_dir, ref->case_name);
     int known_case = 0;
-    FILE *probe = ref.meta.source[0] == '\0' && ref.meta.model[0] != '\0' && is_case_name(ref.meta.case_name)
+    FILE *probe = ref->source[0] == '\0' && ref->model[0] != '\0' && is_case_name(ref->case_name)
                       ? fopen(case_path, "r")
                       : NULL;
     if (probe != NULL) {
@@ -549,20 +555,14 @@ eq_status eq_cmd_compare(const eq_cli *cli, int *n_unexpected)
      * that keeps tensors wider than its dtype names the tolerances (models/model.h). */
     const eq_model *model = NULL;
     if (known_case && eq_model_find(kase->model, &model) != EQ_OK) eq_error_clear(); /* load checked it */
-    if (model == NULL || !model->stores_wider) {
-        EQ_TRY(eq_run_check_dtype(&ref, cli->compare_paths[0]));
-        EQ_TRY(eq_run_check_dtype(&test, cli->compare_paths[1]));
-        if (cli->truth_path != NULL) EQ_TRY(eq_run_check_dtype(&truth, cli->truth_path));
-    }
-    EQ_TRY(compare_tolerances(cli, &paths, table, kase, known_case, ref.meta.dtype, &tol, &grad_tol));
+    runs.check_dtype = model == NULL || !model->stores_wider;
+    EQ_TRY(compare_tolerances(cli, &paths, table, kase, known_case, ref->dtype, &tol, &grad_tol));
     eq_expect expect = EQ_EXPECT_WITHIN;
     if (cli->has_expect) expect = cli->expect;
-    else if (known_case) expect = eq_case_expectation(kase, test.meta.backend, ref.meta.dtype,
-                                                       (eq_layout){test.meta.dp, test.meta.tp});
+    else if (known_case) expect = eq_case_expectation(kase, runs.test_meta.backend, ref->dtype,
+                                                       (eq_layout){runs.test_meta.dp, runs.test_meta.tp});
 
-    eq_progress_phase(&progress, "compare", 0, 0, -1.0);
-    EQ_TRY(eq_compare_runs(&ref, &test, cli->truth_path != NULL ? &truth : NULL, &tol, &grad_tol, expect, known_case && !cli->has_expect ? kase : NULL,
-                           &cmp));
+    EQ_TRY(eq_compare_streams(&runs, &tol, &grad_tol, expect, known_case && !cli->has_expect ? kase : NULL, &cmp));
     have_cmp = 1;
     if (cli->collect != NULL) { /* a captured step of a multi-step compare: the comparison, no report */
         cli->collect->cmp = cmp;
@@ -580,9 +580,9 @@ cleanup:
     eq_out_discard(&out);
     eq_console_free(&console);
     if (have_cmp) eq_comparison_free(&cmp);
-    eq_capture_free(&ref);
-    eq_capture_free(&test);
-    eq_capture_free(&truth);
+    eq_run_stream_close(runs.ref);
+    eq_run_stream_close(runs.test);
+    eq_run_stream_close(runs.truth);
     free(kase);
     free(table);
     return st;

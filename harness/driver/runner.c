@@ -89,22 +89,17 @@ eq_status eq_run(const eq_run_spec *spec, eq_capture *out)
     return st;
 }
 
-eq_status eq_compare_runs(const eq_capture *ref, const eq_capture *test, const eq_capture *truth,
-                          const eq_tolerance *tol, const eq_tolerance *grad_tol, eq_expect expect,
-                          const eq_case *kase, eq_comparison *out)
+eq_status eq_compare_evidence(const eq_capture *ref, const eq_capture *test, const eq_capture *ref_all,
+                              const eq_capture *test_all, const eq_capture *truth, const eq_tolerance *tol,
+                              const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out)
 {
     eq_phase_mark mark = eq_phase_enter(EQ_PHASE_COMPARE);
     eq_status st = eq_compare_captures_by_role(ref, test, tol, grad_tol, expect, out);
     eq_phase_leave(EQ_PHASE_COMPARE, mark);
     if (st != EQ_OK) return st;
-    if (kase != NULL) eq_comparison_apply_case(out, kase);
-    const eq_model *model = NULL;
-    if (ref->meta.model[0] == '\0' || eq_model_find(ref->meta.model, &model) != EQ_OK) {
-        eq_error_clear(); /* a user's run, or a dump of a model this build lacks: recorded operands only */
-        model = NULL;
-    }
+    const eq_model *model = eq_compare_model(&ref->meta);
     mark = eq_phase_enter(EQ_PHASE_BOUND);
-    st = eq_rounding_bounds_apply(out, ref, test, model != NULL ? model->gemm_sites : NULL);
+    st = eq_rounding_bounds_apply(out, ref_all, test_all, model != NULL ? model->gemm_sites : NULL);
     eq_phase_leave(EQ_PHASE_BOUND, mark);
     /* A user's run (one equiv did not compute) has no case to judge it but a default table: its
      * structure and, with a truth, its accuracy are evidence too (harness/structure.h, truth.h). */
@@ -116,10 +111,27 @@ eq_status eq_compare_runs(const eq_capture *ref, const eq_capture *test, const e
         if (st == EQ_OK && users_run) st = eq_structure_apply(out, ref, test);
         eq_phase_leave(EQ_PHASE_COMPARE, mark);
     }
-    if (st != EQ_OK) {
-        eq_comparison_free(out);
-        return st;
+    if (st != EQ_OK) eq_comparison_free(out);
+    return st;
+}
+
+const eq_model *eq_compare_model(const eq_run_meta *ref)
+{
+    const eq_model *model = NULL;
+    if (ref->model[0] == '\0' || eq_model_find(ref->model, &model) != EQ_OK) {
+        eq_error_clear(); /* a user's run, or a dump of a model this build lacks: recorded operands only */
+        model = NULL;
     }
+    return model;
+}
+
+eq_status eq_compare_runs(const eq_capture *ref, const eq_capture *test, const eq_capture *truth,
+                          const eq_tolerance *tol, const eq_tolerance *grad_tol, eq_expect expect,
+                          const eq_case *kase, eq_comparison *out)
+{
+    eq_status st = eq_compare_evidence(ref, test, ref, test, truth, tol, grad_tol, expect, out);
+    if (st != EQ_OK) return st;
+    if (kase != NULL) eq_comparison_apply_case(out, kase);
     eq_judge(out);
     return EQ_OK;
 }

@@ -45,4 +45,14 @@ eq_status eq_compare_runs(const eq_capture *ref, const eq_capture *test, const e
                           const eq_tolerance *tol, const eq_tolerance *grad_tol, eq_expect expect,
                           const eq_case *kase, eq_comparison *out);
 
+/* Its evidence, without the case's lines or the verdict: ref and test the tensors to compare,
+ * ref_all and test_all captures that hold them and the GEMM operands of theirs that have any (the
+ * same captures, or a batch's with its operands: harness/driver/compare_stream.c). */
+eq_status eq_compare_evidence(const eq_capture *ref, const eq_capture *test, const eq_capture *ref_all,
+                              const eq_capture *test_all, const eq_capture *truth, const eq_tolerance *tol,
+                              const eq_tolerance *grad_tol, eq_expect expect, eq_comparison *out);
+/* The model whose GEMM sites name the reference's operands (harness/rounding_bound.h): its meta's
+ * model where this build has it, else NULL (a user's run: the operands its capture recorded). */
+const eq_model *eq_compare_model(const eq_run_meta *ref);
+
 #endif
