@@ -1,6 +1,8 @@
 /* Structure: what rounding cannot do (structure.h). */
 #include "harness/structure.h"
 
+#include "harness/base/parallel.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -152,31 +154,11 @@ static double projection_t(const double *cols, int64_t n, const int *from, const
     return t_of(mean, sd, half);
 }
 
-static eq_status shift_test(const eq_tensor *ref, const eq_tensor *test, int64_t rows, int64_t n, double ref_ms,
-                            eq_structure *s)
+/* shift: from the blocks' column means of the row-centred differences (cols [G][n], summed and
+ * counted by the pass in eq_structure_of). */
+static void shift_test(double *cols, const double *count, int64_t n, double ref_ms, eq_structure *s)
 {
     enum { G = EQ_STRUCTURE_BLOCKS, HALF = G / 2 };
-    double *cols = calloc((size_t)(G * n), sizeof *cols), *count = calloc((size_t)(G * n), sizeof *count),
-           *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
-    if (cols == NULL || count == NULL || a == NULL || b == NULL) {
-        free(cols), free(count), free(a), free(b);
-        return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the shift test (%lld columns)", (long long)n);
-    }
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t g = r * G / rows;
-        eq_tensor_widen(ref, r * n, n, a);
-        eq_tensor_widen(test, r * n, n, b);
-        double row_sum = 0;
-        int64_t row_n = 0;
-        for (int64_t j = 0; j < n; j++) { /* b becomes d, NaN where the pair is left out */
-            b[j] = isfinite(a[j]) && isfinite(b[j]) ? b[j] - a[j] : NAN;
-            if (!isnan(b[j])) row_sum += b[j], row_n++;
-        }
-        double row_mean = row_n > 0 ? row_sum / row_n : 0.0;
-        for (int64_t j = 0; j < n; j++)
-            if (!isnan(b[j])) cols[g * n + j] += b[j] - row_mean, count[g * n + j] += 1;
-    }
-    free(a), free(b);
     double shift_ms = 0;
     for (int64_t j = 0; j < n; j++) {
         double all = 0, all_n = 0;
@@ -186,20 +168,17 @@ static eq_status shift_test(const eq_tensor *ref, const eq_tensor *test, int64_t
         }
         if (all_n > 0) shift_ms += (all / all_n) * (all / all_n);
     }
-    free(count);
     static const int even[HALF] = {0, 2, 4, 6, 8, 10, 12, 14}, odd[HALF] = {1, 3, 5, 7, 9, 11, 13, 15},
                      first[HALF] = {0, 1, 2, 3, 4, 5, 6, 7}, second[HALF] = {8, 9, 10, 11, 12, 13, 14, 15};
     double t = projection_t(cols, n, even, odd, HALF);
     t = fmin(t, projection_t(cols, n, odd, even, HALF));
     t = fmin(t, projection_t(cols, n, first, second, HALF));
     t = fmin(t, projection_t(cols, n, second, first, HALF));
-    free(cols);
     s->shift_tested = 1;
     s->shift_t = t;
     s->shift_rel = ref_ms > 0 ? sqrt(shift_ms / n / ref_ms) : 0.0;
     s->shift_limit = limit_of(HALF - 1, 0);
     s->shift_flagged = t > s->shift_limit && s->shift_rel > s->floor;
-    return EQ_OK;
 }
 
 /* The shard test's three conditions (structure.h), each as its value over its limit: the least of
@@ -233,10 +212,90 @@ static void shard_test(const double *err, const double *energy, const int64_t *d
     s->shard_flagged = shard_margin(s) >= 1.0;
 }
 
+/* One pass over the two tensors, a block of rows per work item (so no sum depends on the thread
+ * count: each block's sums are its own, added in block order after):
+ *   factor: <d, r> and <r, r> per block of rows and, per row block, per block of columns;
+ *   shard:  error energy, reference energy, elements that differ and finite pairs per tp shard;
+ *   shift:  per block of rows and column, the sum of the row-centred differences and their count.
+ * d = test - ref over the pairs where both are finite (the others count nowhere). */
+enum { G = EQ_STRUCTURE_BLOCKS, MAX_SHARDS = 4096 };
+typedef struct {
+    double num_r, den_r, num_c[G], den_c[G];
+    int64_t finite;
+} block_sums;
+
+typedef struct {
+    const eq_tensor *ref, *test;
+    int64_t rows, n;                /* rows of n elements */
+    int g_rows, g_cols;
+    const int64_t *row_start;       /* [g_rows + 1]: block g's rows are [row_start[g], row_start[g + 1]) */
+    const int64_t *col_start;       /* [g_cols + 1] */
+    int shards, shard_by_col;       /* shards > 0: by column (the split dim is the last), else by row */
+    int64_t stride, extent;         /* by row: the shard of element i is (i / stride) % extent / (extent / shards) */
+    block_sums *blocks;             /* [g_rows] */
+    double *err, *energy;           /* [g_rows * shards] */
+    int64_t *differ, *count;        /* [g_rows * shards] */
+    double *cols, *col_count;       /* [G * n]: the shift test's, or NULL */
+    double *scratch;                /* [workers * 4 * n] */
+} structure_pass;
+
+static void pass_blocks(void *ctx, int slot, int64_t begin, int64_t end)
+{
+    structure_pass *p = ctx;
+    const int64_t n = p->n;
+    double *a = p->scratch + (size_t)slot * 4 * (size_t)n, *b = a + n, *rr = b + n, *dd = rr + n;
+    for (int64_t g = begin; g < end; g++) {
+        block_sums *bs = &p->blocks[g];
+        double *err = p->err + g * p->shards, *energy = p->energy + g * p->shards;
+        int64_t *differ = p->differ + g * p->shards, *count = p->count + g * p->shards;
+        double *cols = p->cols != NULL ? p->cols + g * n : NULL, *col_count = p->cols != NULL ? p->col_count + g * n : NULL;
+        for (int64_t row = p->row_start[g]; row < p->row_start[g + 1]; row++) {
+            eq_tensor_widen(p->ref, row * n, n, a);
+            eq_tensor_widen(p->test, row * n, n, b);
+            int64_t finite = 0;
+            double row_d = 0;
+            for (int64_t j = 0; j < n; j++) { /* pairs left out hold 0 in rr and dd */
+                const int ok = isfinite(a[j]) && isfinite(b[j]);
+                rr[j] = ok ? a[j] : 0.0;
+                dd[j] = ok ? b[j] - a[j] : 0.0;
+                finite += ok;
+                row_d += dd[j];
+            }
+            bs->finite += finite;
+            for (int c = 0; c < p->g_cols; c++) {
+                double num = 0, den = 0;
+                for (int64_t j = p->col_start[c]; j < p->col_start[c + 1]; j++) num += dd[j] * rr[j], den += rr[j] * rr[j];
+                bs->num_c[c] += num, bs->den_c[c] += den;
+                bs->num_r += num, bs->den_r += den;
+            }
+            if (p->shards > 0) {
+                const int64_t width = p->shard_by_col ? n / p->shards : n;
+                int s0 = p->shard_by_col ? 0 : (int)((row * n) / p->stride % p->extent / (p->extent / p->shards));
+                for (int s = 0; s < (p->shard_by_col ? p->shards : 1); s++) {
+                    const int64_t j0 = p->shard_by_col ? s * width : 0;
+                    double e = 0, en = 0;
+                    int64_t dif = 0, cnt = 0;
+                    for (int64_t j = j0; j < j0 + width; j++) {
+                        e += dd[j] * dd[j], en += rr[j] * rr[j];
+                        dif += dd[j] != 0;
+                        cnt += isfinite(a[j]) && isfinite(b[j]);
+                    }
+                    err[s0 + s] += e, energy[s0 + s] += en, differ[s0 + s] += dif, count[s0 + s] += cnt;
+                }
+            }
+            if (cols != NULL) {
+                const double row_mean = finite > 0 ? row_d / (double)finite : 0.0;
+                for (int64_t j = 0; j < n; j++)
+                    if (isfinite(a[j]) && isfinite(b[j])) cols[j] += dd[j] - row_mean, col_count[j] += 1;
+            }
+        }
+    }
+}
+
 eq_status eq_structure_of(const eq_tensor *ref, const eq_tensor *test, eq_dtype run_dtype, int shard_dim, int shards,
                           eq_structure *out)
 {
-    enum { G = EQ_STRUCTURE_BLOCKS, MAX_SHARDS = 4096 };
+    eq_status st = EQ_OK;
     memset(out, 0, sizeof *out);
     out->unit_roundoff = eq_dtype_unit_roundoff(run_dtype);
     out->floor = EQ_STRUCTURE_FLOOR_U * eq_dtype_unit_roundoff(run_dtype == EQ_FP64 ? EQ_FP64 : EQ_FP32);
@@ -244,57 +303,62 @@ eq_status eq_structure_of(const eq_tensor *ref, const eq_tensor *test, eq_dtype 
     if (numel < EQ_STRUCTURE_MIN_ELEMENTS) return EQ_OK;
     const int64_t n = ref->ndim >= 2 ? ref->shape[ref->ndim - 1] : 1, rows = numel / n;
     const int g_rows = rows < G ? (int)rows : G, g_cols = n < G ? (int)n : G;
-    double num_r[G] = {0}, den_r[G] = {0}, num_c[G] = {0}, den_c[G] = {0};
-
-    /* shards along shard_dim: the index there is (i / stride) % extent */
-    int64_t stride = 1, extent = 0;
+    const int shift = ref->ndim >= 2 && n >= EQ_STRUCTURE_MIN_BLOCKS && rows >= G;
+    int64_t row_start[G + 1], col_start[G + 1];
+    for (int g = 0; g <= g_rows; g++) row_start[g] = (g * rows + g_rows - 1) / g_rows; /* first row of block g */
+    for (int c = 0; c <= g_cols; c++) col_start[c] = (c * n + g_cols - 1) / g_cols;
+    structure_pass p = {ref, test, rows, n, g_rows, g_cols, row_start, col_start, 0, 0, 1, 0, NULL, NULL, NULL, NULL,
+                        NULL, NULL, NULL, NULL};
+    /* shards along shard_dim: the last dim's by column, an outer one's by row */
     if (shard_dim >= 0 && shard_dim < ref->ndim && shards >= 2 && shards <= MAX_SHARDS &&
         ref->shape[shard_dim] % shards == 0) {
-        extent = ref->shape[shard_dim];
-        for (int k = shard_dim + 1; k < ref->ndim; k++) stride *= ref->shape[k];
+        p.shards = shards;
+        p.extent = ref->shape[shard_dim];
+        for (int k = shard_dim + 1; k < ref->ndim; k++) p.stride *= ref->shape[k];
+        p.shard_by_col = shard_dim == ref->ndim - 1 && ref->ndim >= 2;
         out->shard_dim = shard_dim;
-    } else shards = 0;
-    double *err = calloc((size_t)(shards + 1), sizeof *err), *energy = calloc((size_t)(shards + 1), sizeof *energy);
-    int64_t *differ = calloc((size_t)(shards + 1), sizeof *differ), *count = calloc((size_t)(shards + 1), sizeof *count);
-    if (err == NULL || energy == NULL || differ == NULL || count == NULL) {
-        free(err), free(energy), free(differ), free(count);
-        return EQ_FAIL(EQ_ERR_NOMEM, "no memory for the structure tests");
     }
-    double ref_sum2 = 0;
-    int64_t finite = 0;
-    enum { CHUNK = 2048 };
-    double a[CHUNK], b[CHUNK];
-    for (int64_t i0 = 0; i0 < numel; i0 += CHUNK) {
-        const int64_t m = numel - i0 < CHUNK ? numel - i0 : CHUNK;
-        eq_tensor_widen(ref, i0, m, a);
-        eq_tensor_widen(test, i0, m, b);
-        int64_t row = i0 / n, col = i0 % n;
-        int gr = (int)(row * g_rows / rows);
-        for (int64_t k = 0; k < m; k++) {
-            const double r = a[k], d = b[k] - a[k];
-            if (isfinite(r) && isfinite(b[k])) {
-                const int gc = (int)(col * g_cols / n);
-                finite++;
-                num_r[gr] += d * r, den_r[gr] += r * r;
-                num_c[gc] += d * r, den_c[gc] += r * r;
-                ref_sum2 += r * r;
-                if (shards > 0) {
-                    int s = (int)((i0 + k) / stride % extent / (extent / shards));
-                    err[s] += d * d, energy[s] += r * r, differ[s] += d != 0, count[s]++;
-                }
-            }
-            if (++col == n) col = 0, row++, gr = (int)(row * g_rows / rows);
+    const int workers = eq_parallel_workers();
+    const size_t per_block = (size_t)(p.shards > 0 ? p.shards : 1);
+    p.blocks = calloc((size_t)g_rows, sizeof *p.blocks);
+    p.err = calloc((size_t)g_rows * per_block, sizeof *p.err);
+    p.energy = calloc((size_t)g_rows * per_block, sizeof *p.energy);
+    p.differ = calloc((size_t)g_rows * per_block, sizeof *p.differ);
+    p.count = calloc((size_t)g_rows * per_block, sizeof *p.count);
+    p.scratch = malloc((size_t)workers * 4 * (size_t)n * sizeof *p.scratch);
+    if (shift) {
+        p.cols = calloc((size_t)G * (size_t)n, sizeof *p.cols);
+        p.col_count = calloc((size_t)G * (size_t)n, sizeof *p.col_count);
+    }
+    if (p.blocks == NULL || p.err == NULL || p.energy == NULL || p.differ == NULL || p.count == NULL ||
+        p.scratch == NULL || (shift && (p.cols == NULL || p.col_count == NULL))) {
+        st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the structure tests (%lld columns)", (long long)n);
+        goto cleanup;
+    }
+    eq_parallel_for_slots(g_rows, 1, pass_blocks, &p);
+    /* the blocks' sums, in block order */
+    double num_r[G] = {0}, den_r[G] = {0}, num_c[G] = {0}, den_c[G] = {0}, ref_sum2 = 0;
+    double err[MAX_SHARDS] = {0}, energy[MAX_SHARDS] = {0};
+    int64_t differ[MAX_SHARDS] = {0}, count[MAX_SHARDS] = {0}, finite = 0;
+    for (int g = 0; g < g_rows; g++) {
+        num_r[g] = p.blocks[g].num_r, den_r[g] = p.blocks[g].den_r;
+        ref_sum2 += den_r[g];
+        finite += p.blocks[g].finite;
+        for (int c = 0; c < g_cols; c++) num_c[c] += p.blocks[g].num_c[c], den_c[c] += p.blocks[g].den_c[c];
+        for (int s = 0; s < p.shards; s++) {
+            err[s] += p.err[g * p.shards + s], energy[s] += p.energy[g * p.shards + s];
+            differ[s] += p.differ[g * p.shards + s], count[s] += p.count[g * p.shards + s];
         }
     }
-    eq_status st = EQ_OK;
     if (finite >= EQ_STRUCTURE_MIN_ELEMENTS) {
         factor_test(num_r, den_r, g_rows, num_c, den_c, ref->ndim >= 2 ? g_cols : 0, out);
-        if (ref->ndim >= 2 && n >= EQ_STRUCTURE_MIN_BLOCKS && rows >= G)
-            st = shift_test(ref, test, rows, n, ref_sum2 / (double)finite, out);
-        if (shards > 0) shard_test(err, energy, differ, count, shards, out);
+        if (shift) shift_test(p.cols, p.col_count, n, ref_sum2 / (double)finite, out);
+        if (p.shards > 0) shard_test(err, energy, differ, count, p.shards, out);
     }
-    free(err), free(energy), free(differ), free(count);
     out->applies = out->factor_tested || out->shift_tested || out->shard_tested;
+cleanup:
+    free(p.blocks), free(p.err), free(p.energy), free(p.differ), free(p.count), free(p.scratch), free(p.cols),
+        free(p.col_count);
     return st;
 }
 
