@@ -1,0 +1,131 @@
+"""equiv compare against the script a user would write instead (compare_numpy.py: h5py and numpy,
+one tensor at a time), on synthetic captures of a real run's size (capture_synth.py): a reference
+file against a run directory of 4 rank files, fp32 and bf16, dp 4 (shards along dim 0) and tp 4
+(along dim 1), at 1.6 GB and 16 GB per run.
+
+    compare_bench.py EQUIV [--sizes 1.6,16] [--dtypes fp32,bf16] [--layouts dp4,tp4] [--pairs 3]
+                           [--dir DIR] [--huge GB]
+
+Each configuration: the capture is written under DIR (default: a temporary folder), then PAIRS
+rounds run equiv and the peer in alternation (equiv first in even rounds, last in odd ones), each
+from a cold page cache where this user may drop it (/proc/sys/vm/drop_caches), else as it lies;
+then the files are read once (`cat > /dev/null`, under the same cache), and the capture deleted.
+Printed per configuration: medians of wall time and peak memory (equiv's own process, which maps
+the readers' shared buffer; the readers' peak beside it), the median of the pairs' ratios
+equiv / peer (issue 29: at most 0.7), and equiv over reading the files once.
+
+--huge GB: one more configuration of GB in all (two runs of GB / 2, fp32 dp4), compared by equiv
+alone, to show that memory stays bounded whatever the size: written only where the disk has room
+(else said and skipped), deleted after. Timings, not a test: it fails only if a program does.
+"""
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = sys.executable
+
+
+def drop_caches():
+    """1 if the page cache was dropped (the next read is cold), else 0."""
+    try:
+        subprocess.run(["sync"], check=True)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return 1
+    except OSError:
+        return 0
+
+
+def timed(cmd, ok=(0, 1)):
+    """(wall s, peak RSS MiB of the command's process, of its largest descendant) of one run."""
+    wrapped = ["/usr/bin/time", "-f", "%e %M"] + cmd
+    t0 = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    p = subprocess.run(wrapped, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t0
+    if p.returncode not in ok:
+        sys.exit(f"compare_bench: {' '.join(cmd)} exited {p.returncode}: {p.stderr[-2000:]}")
+    rss = int(p.stderr.strip().split()[-1]) / 1024
+    return wall, rss, max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+def one(args, out, gb, dtype, layout):
+    cap = os.path.join(out, f"cap-{gb}-{dtype}-{layout}")
+    subprocess.run([PY, os.path.join(HERE, "capture_synth.py"), cap, "--gb", str(gb), "--dtype", dtype,
+                    "--layout", layout], check=True, stdout=subprocess.DEVNULL)
+    ref, run = os.path.join(cap, "ref.h5"), os.path.join(cap, "run")
+    files = [ref] + sorted(os.path.join(run, f) for f in os.listdir(run))
+    eq_cmd = [args.equiv, "compare", ref, run, "--atol", "1e-4", "--rtol", "0"]
+    peer_cmd = [PY, os.path.join(HERE, "compare_numpy.py"), ref, run]
+    eq, peer, cold = [], [], 0
+    for r in range(args.pairs):
+        for name in (["equiv", "peer"] if r % 2 == 0 else ["peer", "equiv"]):
+            cold = drop_caches()
+            (eq if name == "equiv" else peer).append(timed(eq_cmd if name == "equiv" else peer_cmd))
+    drop_caches()
+    read = timed(["sh", "-c", "cat " + " ".join(files) + " > /dev/null"], ok=(0,))[0]
+    shutil.rmtree(cap)
+    ratio = med([e[0] / p[0] for e, p in zip(eq, peer)])
+    print(f"{gb:>5} GB {dtype} {layout} ({'cold' if cold else 'warm'} cache): equiv {med([e[0] for e in eq]):.2f} s, "
+          f"{med([e[1] for e in eq]):.0f} MiB; numpy peer {med([p[0] for p in peer]):.2f} s, "
+          f"{med([p[1] for p in peer]):.0f} MiB; equiv / peer {ratio:.2f}; reading the files once {read:.2f} s, "
+          f"equiv / read {med([e[0] for e in eq]) / read:.2f}", flush=True)
+
+
+def huge(args, out, gb):
+    free = shutil.disk_usage(out).free / 1e9
+    if free < gb * 1.05:
+        print(f"--huge {gb}: skipped, {free:.0f} GB free under {out} (a capture of {gb} GB needs {gb * 1.05:.0f})")
+        return
+    cap = os.path.join(out, f"cap-huge-{gb}")
+    t0 = time.perf_counter()
+    subprocess.run([PY, os.path.join(HERE, "capture_synth.py"), cap, "--gb", str(gb / 2), "--layout", "dp4"],
+                   check=True, stdout=subprocess.DEVNULL)
+    written = time.perf_counter() - t0
+    drop_caches()
+    wall, rss, _ = timed([args.equiv, "compare", os.path.join(cap, "ref.h5"), os.path.join(cap, "run"), "--atol",
+                          "1e-4", "--rtol", "0"])
+    shutil.rmtree(cap)
+    print(f"{gb:>5} GB fp32 dp4 (equiv alone; written in {written:.0f} s): {wall:.1f} s, "
+          f"{gb / wall:.2f} GB/s, peak {rss:.0f} MiB", flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("equiv")
+    p.add_argument("--sizes", default="1.6,16")
+    p.add_argument("--dtypes", default="fp32,bf16")
+    p.add_argument("--layouts", default="dp4,tp4")
+    p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--dir")
+    p.add_argument("--huge", type=float)
+    args = p.parse_args()
+    out = args.dir or tempfile.mkdtemp(prefix="equiv_compare_bench_")
+    os.makedirs(out, exist_ok=True)
+    print(f"equiv compare vs the numpy peer, {args.pairs} pairs each, {os.cpu_count()} cores, "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
+    try:
+        for gb in [float(x) for x in args.sizes.split(",") if x]:
+            for dtype in args.dtypes.split(","):
+                for layout in args.layouts.split(","):
+                    one(args, out, gb, dtype, layout)
+        if args.huge:
+            huge(args, out, args.huge)
+    finally:
+        if not args.dir:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
