@@ -45,25 +45,31 @@ static eq_capture view_of(const eq_capture *got, int count, const eq_run_meta *m
     return v;
 }
 
+/* Appends count results and n_findings findings (at any alignment) to out. */
+static eq_status append_results(eq_comparison *out, const void *results, int count, const void *findings,
+                                int n_findings)
+{
+    if (count > 0) {
+        eq_tensor_result *grown = realloc(out->results, (size_t)(out->count + count) * sizeof *grown);
+        if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d results", out->count + count);
+        out->results = grown;
+        memcpy(out->results + out->count, results, (size_t)count * sizeof *grown);
+        out->count += count;
+    }
+    if (n_findings > 0) {
+        char(*grown)[EQ_FINDING_MAX] = realloc(out->findings, (size_t)(out->n_findings + n_findings) * sizeof *grown);
+        if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d findings", out->n_findings + n_findings);
+        out->findings = grown;
+        memcpy(out->findings + out->n_findings, findings, (size_t)n_findings * sizeof *grown);
+        out->n_findings += n_findings;
+    }
+    return EQ_OK;
+}
+
 /* Appends the batch's results and findings to out. */
 static eq_status take_batch(eq_comparison *out, eq_comparison *batch)
 {
-    if (batch->count > 0) {
-        eq_tensor_result *grown = realloc(out->results, (size_t)(out->count + batch->count) * sizeof *grown);
-        if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d results", out->count + batch->count);
-        out->results = grown;
-        memcpy(out->results + out->count, batch->results, (size_t)batch->count * sizeof *grown);
-        out->count += batch->count;
-    }
-    if (batch->n_findings > 0) {
-        char(*grown)[EQ_FINDING_MAX] = realloc(out->findings, (size_t)(out->n_findings + batch->n_findings) *
-                                                                  sizeof *grown);
-        if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d findings", out->n_findings + batch->n_findings);
-        out->findings = grown;
-        memcpy(out->findings + out->n_findings, batch->findings, (size_t)batch->n_findings * sizeof *grown);
-        out->n_findings += batch->n_findings;
-    }
-    return EQ_OK;
+    return append_results(out, batch->results, batch->count, batch->findings, batch->n_findings);
 }
 
 static double now_s(void)
@@ -83,99 +89,166 @@ static void show_progress(const eq_stream_compare *c, int done, int total, doubl
     eq_progress_phase(c->progress, phase, done, total, bytes);
 }
 
-eq_status eq_compare_streams(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
-                             eq_expect expect, const eq_case *kase, eq_comparison *out)
+/* The length of the batch that starts at tensor `first` of the reference: tensors [first, first + n)
+ * hold at most EQ_STREAM_BATCH_BYTES (a larger tensor alone), at most EQ_STREAM_BATCH_TENSORS. */
+static int batch_length(const eq_capture *ref, int first)
+{
+    int n = 0;
+    double bytes = 0.0;
+    while (first + n < ref->count && n < EQ_STREAM_BATCH_TENSORS) {
+        const double b = (double)eq_tensor_bytes(&ref->entries[first + n].tensor);
+        if (n > 0 && bytes + b > EQ_STREAM_BATCH_BYTES) break;
+        bytes += b;
+        n++;
+    }
+    return n;
+}
+
+/* The batch that starts at tensor `first`: its length, and the paths each run is asked for (the
+ * batch's tensors, then their GEMM operands). One process's loop and each process of a --comm mpi
+ * compare form every batch here, so that batch b is the same wherever it is compared. */
+static eq_status form_batch(const eq_stream_compare *c, const eq_gemm_site *sites, int first, path_list *ask,
+                            path_list *ask_truth, int *length)
 {
     eq_status st = EQ_OK;
     const eq_capture *ref = eq_run_stream_index(c->ref), *test = eq_run_stream_index(c->test);
     const eq_capture *truth = c->truth != NULL ? eq_run_stream_index(c->truth) : NULL;
-    path_list ask = {0}, ask_truth = {0};
+    const int n = batch_length(ref, first);
+    ask->n = ask_truth->n = 0;
+    for (int i = first; i < first + n; i++) {
+        const char *path = ref->entries[i].path;
+        EQ_TRY(list_add(ask, path));
+        if (truth != NULL && eq_capture_find(truth, path) != NULL) EQ_TRY(list_add(ask_truth, path));
+    }
+    for (int i = first; i < first + n; i++) {
+        char a[EQ_NAME_MAX], b[EQ_NAME_MAX];
+        if (!eq_gemm_operand_paths(ref, &ref->entries[i], sites, a, b)) continue;
+        const eq_capture_entry *ea = eq_capture_find(ref, a), *eb = eq_capture_find(ref, b);
+        if (ea == NULL || eb == NULL || eq_capture_find(test, a) == NULL || eq_capture_find(test, b) == NULL)
+            continue; /* no bound without both operands in both runs */
+        EQ_TRY(list_add(ask, ea->path));
+        EQ_TRY(list_add(ask, eb->path));
+    }
+    *length = n;
+cleanup:
+    return st;
+}
+
+/* Each run's dtype check (harness/run_load.h): reference, test, truth. */
+typedef struct {
+    eq_dtype_check run[3];
+} dtype_checks;
+
+static void dtype_checks_begin(const eq_stream_compare *c, dtype_checks *d)
+{
+    memset(d, 0, sizeof *d);
+    eq_dtype_check_begin(&d->run[0], eq_run_stream_index(c->ref));
+    eq_dtype_check_begin(&d->run[1], eq_run_stream_index(c->test));
+    if (c->truth != NULL) eq_dtype_check_begin(&d->run[2], eq_run_stream_index(c->truth));
+}
+
+/* Reads the formed batch (its first n tensors of ask) from both runs' readers at once (and the
+ * truth's), compares it into batch (evidence only) and adds its tensors to the dtype checks. */
+static eq_status compare_batch(const eq_stream_compare *c, const path_list *ask, const path_list *ask_truth, int n,
+                               const eq_tolerance *tol, const eq_tolerance *grad_tol, eq_expect expect,
+                               dtype_checks *dtype, eq_comparison *batch)
+{
+    eq_status st = EQ_OK;
+    const int truth = c->truth != NULL;
     eq_capture got_ref, got_test, got_truth;
-    eq_comparison batch;
-    eq_dtype_check dtype_ref, dtype_test, dtype_truth;
-    memset(out, 0, sizeof *out);
-    memset(&batch, 0, sizeof batch);
     eq_capture_init(&got_ref);
     eq_capture_init(&got_test);
     eq_capture_init(&got_truth);
-    EQ_TRY(eq_compare_check_paths(ref, test));
-    eq_dtype_check_begin(&dtype_ref, ref);
-    eq_dtype_check_begin(&dtype_test, test);
-    if (truth != NULL) eq_dtype_check_begin(&dtype_truth, truth);
-    const eq_model *model = eq_compare_model(&ref->meta);
-    const eq_gemm_site *sites = model != NULL ? model->gemm_sites : NULL;
-    const double total = eq_run_stream_bytes(c->ref) + eq_run_stream_bytes(c->test), start = now_s();
-    double done_bytes = 0.0;
-    eq_progress_work(c->progress, total);
+    /* both readers (and the truth's) work at once */
+    EQ_TRY(eq_run_stream_send(c->ref, ask->paths, ask->n));
+    EQ_TRY(eq_run_stream_send(c->test, ask->paths, ask->n));
+    if (truth && ask_truth->n > 0) EQ_TRY(eq_run_stream_send(c->truth, ask_truth->paths, ask_truth->n));
+    EQ_TRY(eq_run_stream_receive(c->ref, &got_ref));
+    EQ_TRY(eq_run_stream_receive(c->test, &got_test));
+    if (truth && ask_truth->n > 0) EQ_TRY(eq_run_stream_receive(c->truth, &got_truth));
+    if (c->check_dtype) {
+        eq_dtype_check_add(&dtype->run[0], &got_ref);
+        eq_dtype_check_add(&dtype->run[1], &got_test);
+        if (truth) eq_dtype_check_add(&dtype->run[2], &got_truth);
+    }
+    const eq_capture ref_batch = view_of(&got_ref, n, &c->ref_meta), test_batch = view_of(&got_test, n, &c->test_meta);
+    got_ref.meta = c->ref_meta; /* the bound reads the layouts from the captures with the operands */
+    got_test.meta = c->test_meta;
+    EQ_TRY(eq_compare_evidence(&ref_batch, &test_batch, &got_ref, &got_test, truth ? &got_truth : NULL, tol, grad_tol,
+                               expect, batch));
+cleanup:
+    eq_capture_free(&got_ref);
+    eq_capture_free(&got_test);
+    eq_capture_free(&got_truth);
+    return st;
+}
+
+/* out before the first batch: the runs as the report names them, the tolerances, the expectation. */
+static eq_status begin_comparison(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
+                                  eq_expect expect, eq_comparison *out)
+{
+    memset(out, 0, sizeof *out);
     out->ref_meta = c->ref_meta;
     out->test_meta = c->test_meta;
     out->tol = *tol;
     out->grad_tol = *grad_tol;
     out->expect = expect;
-    for (int first = 0; first < ref->count;) {
-        /* the batch: tensors [first, first + n) of the reference, then their GEMM operands */
-        int n = 0;
-        double bytes = 0.0;
-        ask.n = ask_truth.n = 0;
-        while (first + n < ref->count && n < EQ_STREAM_BATCH_TENSORS) {
-            const double b = (double)eq_tensor_bytes(&ref->entries[first + n].tensor);
-            if (n > 0 && bytes + b > EQ_STREAM_BATCH_BYTES) break;
-            const char *path = ref->entries[first + n].path;
-            EQ_TRY(list_add(&ask, path));
-            if (truth != NULL && eq_capture_find(truth, path) != NULL) EQ_TRY(list_add(&ask_truth, path));
-            bytes += b;
-            n++;
-        }
-        for (int i = first; i < first + n; i++) {
-            char a[EQ_NAME_MAX], b[EQ_NAME_MAX];
-            if (!eq_gemm_operand_paths(ref, &ref->entries[i], sites, a, b)) continue;
-            const eq_capture_entry *ea = eq_capture_find(ref, a), *eb = eq_capture_find(ref, b);
-            if (ea == NULL || eb == NULL || eq_capture_find(test, a) == NULL || eq_capture_find(test, b) == NULL)
-                continue; /* no bound without both operands in both runs */
-            EQ_TRY(list_add(&ask, ea->path));
-            EQ_TRY(list_add(&ask, eb->path));
-        }
-        /* both readers (and the truth's) work at once */
-        EQ_TRY(eq_run_stream_send(c->ref, ask.paths, ask.n));
-        EQ_TRY(eq_run_stream_send(c->test, ask.paths, ask.n));
-        if (truth != NULL && ask_truth.n > 0) EQ_TRY(eq_run_stream_send(c->truth, ask_truth.paths, ask_truth.n));
-        EQ_TRY(eq_run_stream_receive(c->ref, &got_ref));
-        EQ_TRY(eq_run_stream_receive(c->test, &got_test));
-        if (truth != NULL && ask_truth.n > 0) EQ_TRY(eq_run_stream_receive(c->truth, &got_truth));
-        if (c->check_dtype) {
-            eq_dtype_check_add(&dtype_ref, &got_ref);
-            eq_dtype_check_add(&dtype_test, &got_test);
-            if (truth != NULL) eq_dtype_check_add(&dtype_truth, &got_truth);
-        }
-        const eq_capture ref_batch = view_of(&got_ref, n, &c->ref_meta), test_batch = view_of(&got_test, n,
-                                                                                                &c->test_meta);
-        got_ref.meta = c->ref_meta; /* the bound reads the layouts from the captures with the operands */
-        got_test.meta = c->test_meta;
-        EQ_TRY(eq_compare_evidence(&ref_batch, &test_batch, &got_ref, &got_test, truth != NULL ? &got_truth : NULL,
-                                   tol, grad_tol, expect, &batch));
-        EQ_TRY(take_batch(out, &batch));
-        eq_comparison_free(&batch);
-        eq_capture_free(&got_ref);
-        eq_capture_free(&got_test);
-        eq_capture_free(&got_truth);
-        for (int i = first; i < first + n; i++) done_bytes += 2.0 * (double)eq_tensor_bytes(&ref->entries[i].tensor);
-        first += n;
-        show_progress(c, first, ref->count, done_bytes, start);
-    }
+    return eq_compare_check_paths(eq_run_stream_index(c->ref), eq_run_stream_index(c->test));
+}
+
+/* out after the last batch: the dtype checks' outcome, the case's lines, the verdict. */
+static eq_status end_comparison(const eq_stream_compare *c, const dtype_checks *dtype, const eq_case *kase,
+                                eq_comparison *out)
+{
+    eq_status st = EQ_OK;
     if (c->check_dtype) {
-        EQ_TRY(eq_dtype_check_end(&dtype_ref, c->ref_path));
-        EQ_TRY(eq_dtype_check_end(&dtype_test, c->test_path));
-        if (truth != NULL) EQ_TRY(eq_dtype_check_end(&dtype_truth, c->truth_path));
+        EQ_TRY(eq_dtype_check_end(&dtype->run[0], c->ref_path));
+        EQ_TRY(eq_dtype_check_end(&dtype->run[1], c->test_path));
+        if (c->truth != NULL) EQ_TRY(eq_dtype_check_end(&dtype->run[2], c->truth_path));
     }
     if (kase != NULL) eq_comparison_apply_case(out, kase);
     eq_judge(out);
 cleanup:
+    return st;
+}
+
+static const eq_gemm_site *gemm_sites(const eq_stream_compare *c)
+{
+    const eq_model *model = eq_compare_model(&eq_run_stream_index(c->ref)->meta);
+    return model != NULL ? model->gemm_sites : NULL;
+}
+
+eq_status eq_compare_streams(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
+                             eq_expect expect, const eq_case *kase, eq_comparison *out)
+{
+    eq_status st = EQ_OK;
+    const eq_capture *ref = eq_run_stream_index(c->ref);
+    path_list ask = {0}, ask_truth = {0};
+    eq_comparison batch;
+    dtype_checks dtype;
+    memset(&batch, 0, sizeof batch);
+    EQ_TRY(begin_comparison(c, tol, grad_tol, expect, out));
+    dtype_checks_begin(c, &dtype);
+    const eq_gemm_site *sites = gemm_sites(c);
+    const double total = eq_run_stream_bytes(c->ref) + eq_run_stream_bytes(c->test), start = now_s();
+    double done_bytes = 0.0;
+    eq_progress_work(c->progress, total);
+    for (int first = 0; first < ref->count;) {
+        int n = 0;
+        EQ_TRY(form_batch(c, sites, first, &ask, &ask_truth, &n));
+        EQ_TRY(compare_batch(c, &ask, &ask_truth, n, tol, grad_tol, expect, &dtype, &batch));
+        EQ_TRY(take_batch(out, &batch));
+        eq_comparison_free(&batch);
+        for (int i = first; i < first + n; i++) done_bytes += 2.0 * (double)eq_tensor_bytes(&ref->entries[i].tensor);
+        first += n;
+        show_progress(c, first, ref->count, done_bytes, start);
+    }
+    EQ_TRY(end_comparison(c, &dtype, kase, out));
+cleanup:
     eq_comparison_free(&batch);
-    eq_capture_free(&got_ref);
-    eq_capture_free(&got_test);
-    eq_capture_free(&got_truth);
     free(ask.paths);
     free(ask_truth.paths);
     if (st != EQ_OK) eq_comparison_free(out);
     return st;
 }
+
