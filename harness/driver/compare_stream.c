@@ -252,3 +252,140 @@ cleanup:
     return st;
 }
 
+/* --comm mpi: a process's batches as bytes for rank 0. Each batch is a record: its header, then
+ * `count` eq_tensor_result, then `n_findings` findings (plain data: every rank runs the same
+ * build, which the ranks check when they start). */
+typedef struct {
+    int64_t batch;                 /* its number, from 0 in the reference's order */
+    int32_t count, n_findings;
+    dtype_checks dtype;            /* the dtype checks of its tensors alone */
+} batch_record;
+
+typedef struct {
+    char *bytes;
+    size_t n, cap;
+} byte_buffer;
+
+static eq_status put_bytes(byte_buffer *b, const void *bytes, size_t n)
+{
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : (size_t)1 << 16;
+        while (cap < b->n + n) cap *= 2;
+        char *grown = realloc(b->bytes, cap);
+        if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %zu bytes of results", cap);
+        b->bytes = grown;
+        b->cap = cap;
+    }
+    if (n > 0) memcpy(b->bytes + b->n, bytes, n);
+    b->n += n;
+    return EQ_OK;
+}
+
+static eq_status put_batch(byte_buffer *b, int64_t number, const dtype_checks *dtype, const eq_comparison *batch)
+{
+    eq_status st = EQ_OK;
+    batch_record r;
+    memset(&r, 0, sizeof r);
+    r.batch = number;
+    r.count = batch->count;
+    r.n_findings = batch->n_findings;
+    r.dtype = *dtype;
+    EQ_TRY(put_bytes(b, &r, sizeof r));
+    EQ_TRY(put_bytes(b, batch->results, (size_t)batch->count * sizeof *batch->results));
+    EQ_TRY(put_bytes(b, batch->findings, (size_t)batch->n_findings * sizeof *batch->findings));
+cleanup:
+    return st;
+}
+
+eq_status eq_compare_streams_part(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
+                                  eq_expect expect, int rank, int size, void **part, size_t *part_bytes)
+{
+    eq_status st = EQ_OK;
+    const eq_capture *ref = eq_run_stream_index(c->ref);
+    path_list ask = {0}, ask_truth = {0};
+    byte_buffer bytes = {0};
+    eq_comparison batch, none;
+    dtype_checks fresh, dtype;
+    memset(&batch, 0, sizeof batch);
+    *part = NULL;
+    *part_bytes = 0;
+    EQ_TRY(begin_comparison(c, tol, grad_tol, expect, &none)); /* every process checks the paths */
+    dtype_checks_begin(c, &fresh);
+    const eq_gemm_site *sites = gemm_sites(c);
+    const double total = eq_run_stream_bytes(c->ref) + eq_run_stream_bytes(c->test), start = now_s();
+    double done_bytes = 0.0;
+    eq_progress_work(c->progress, total / size);
+    int64_t number = 0;
+    for (int first = 0; first < ref->count; number++) {
+        int n = batch_length(ref, first);
+        if (number % size == rank) {
+            EQ_TRY(form_batch(c, sites, first, &ask, &ask_truth, &n));
+            dtype = fresh;
+            EQ_TRY(compare_batch(c, &ask, &ask_truth, n, tol, grad_tol, expect, &dtype, &batch));
+            EQ_TRY(put_batch(&bytes, number, &dtype, &batch));
+            eq_comparison_free(&batch);
+            for (int i = first; i < first + n; i++) done_bytes += 2.0 * (double)eq_tensor_bytes(&ref->entries[i].tensor);
+            show_progress(c, first + n, ref->count, done_bytes, start);
+        }
+        first += n;
+    }
+    *part = bytes.bytes;
+    *part_bytes = bytes.n;
+    bytes.bytes = NULL;
+cleanup:
+    eq_comparison_free(&batch);
+    free(bytes.bytes);
+    free(ask.paths);
+    free(ask_truth.paths);
+    return st;
+}
+
+/* Appends the record at *at of part (rank `from`'s, `bytes` long) to out, which must be batch
+ * `number` of `count` tensors' results, and moves *at past it. */
+static eq_status take_record(const char *part, size_t bytes, size_t *at, int from, int64_t number, int count,
+                             dtype_checks *dtype, const eq_stream_compare *c, eq_comparison *out)
+{
+    batch_record r;
+    if (bytes - *at < sizeof r)
+        return EQ_FAIL(EQ_ERR_INTERNAL, "rank %d sent no batch %lld (%zu of its %zu bytes read)", from,
+                       (long long)number, *at, bytes);
+    memcpy(&r, part + *at, sizeof r);
+    const size_t results = (size_t)r.count * sizeof(eq_tensor_result), findings = (size_t)r.n_findings * EQ_FINDING_MAX;
+    if (r.batch != number || r.count < 0 || r.count > count || r.n_findings < 0 ||
+        bytes - *at - sizeof r < results + findings)
+        return EQ_FAIL(EQ_ERR_INTERNAL, "rank %d sent batch %lld (%d results) where batch %lld (at most %d) was due",
+                       from, (long long)r.batch, (int)r.count, (long long)number, count);
+    for (int k = 0; c->check_dtype && k < 3; k++) eq_dtype_check_merge(&dtype->run[k], &r.dtype.run[k]);
+    const char *body = part + *at + sizeof r;
+    const eq_status st = append_results(out, body, r.count, body + results, r.n_findings);
+    *at += sizeof r + results + findings;
+    return st;
+}
+
+eq_status eq_compare_streams_merge(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
+                                   eq_expect expect, const eq_case *kase, void *const *parts, const size_t *sizes,
+                                   int size, eq_comparison *out)
+{
+    eq_status st = EQ_OK;
+    const eq_capture *ref = eq_run_stream_index(c->ref);
+    dtype_checks dtype;
+    size_t *at = calloc((size_t)size, sizeof *at);
+    if (at == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to merge %d processes' results", size);
+    EQ_TRY(begin_comparison(c, tol, grad_tol, expect, out));
+    dtype_checks_begin(c, &dtype);
+    int64_t number = 0;
+    for (int first = 0; first < ref->count; number++) { /* batch b from process b % size, in order */
+        const int n = batch_length(ref, first), from = (int)(number % size);
+        EQ_TRY(take_record(parts[from], sizes[from], &at[from], from, number, n, &dtype, c, out));
+        first += n;
+    }
+    for (int r = 0; r < size; r++)
+        if (at[r] != sizes[r])
+            EQ_TRY(EQ_FAIL(EQ_ERR_INTERNAL, "rank %d sent %zu bytes more than its batches of %lld", r,
+                           sizes[r] - at[r], (long long)number));
+    EQ_TRY(end_comparison(c, &dtype, kase, out));
+cleanup:
+    free(at);
+    if (st != EQ_OK) eq_comparison_free(out);
+    return st;
+}
