@@ -30,6 +30,7 @@ const eq_comm eq_comms[] = {
      .start_world = NULL,
      /* tp_invariant chains the tp ranks' accumulators in one process */
      .algos = EMULATED | EQ_ALGO_BIT(EQ_ALGO_TP_INVARIANT),
+     .compares = 1,
      .built = 1,
      .lacking = "",
      .remedy = ""},
@@ -39,6 +40,7 @@ const eq_comm eq_comms[] = {
      .multi_process = 1,
      .start_world = start_mpi,
      .algos = EMULATED | EQ_ALGO_BIT(EQ_ALGO_MPI),
+     .compares = 1,
      .built = EQUIV_HAVE_MPI,
      .lacking = "MPI",
      .remedy = "install libopenmpi-dev, meson configure -Dmpi=enabled"},

@@ -22,6 +22,7 @@ typedef struct {
      * there is none to start. */
     eq_status (*start_world)(eq_world *w, eq_layout layout, eq_algo algo, const eq_world_settings *settings);
     unsigned algos;      /* the eq_algo it runs: bit 1u << a for each */
+    int compares;        /* `equiv compare` runs under it (mpi: the tensors split over the processes) */
     int built;           /* this build has what it needs */
     const char *lacking; /* what a build without it lacks ("MPI"), and how to get it: */
     const char *remedy;

@@ -57,6 +57,19 @@ void eq_dtype_check_add(eq_dtype_check *c, const eq_capture *tensors)
     }
 }
 
+void eq_dtype_check_merge(eq_dtype_check *c, const eq_dtype_check *later)
+{
+    if (c->passed) return; /* adding stops at the first tensor that passes */
+    if (!c->witnessed && later->witnessed) {
+        c->witnessed = 1;
+        snprintf(c->path, sizeof c->path, "%s", later->path);
+        c->stored = later->stored;
+        c->at = later->at;
+        c->value = later->value;
+    }
+    c->passed = later->passed;
+}
+
 eq_status eq_dtype_check_end(const eq_dtype_check *c, const char *path)
 {
     if (c->passed || !c->witnessed) return EQ_OK; /* nothing it judges by a tolerance holds an element */

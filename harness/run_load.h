@@ -57,6 +57,9 @@ typedef struct {
 void eq_dtype_check_begin(eq_dtype_check *c, const eq_capture *run);
 void eq_dtype_check_add(eq_dtype_check *c, const eq_capture *tensors);
 eq_status eq_dtype_check_end(const eq_dtype_check *c, const char *path);
+/* c as if later's tensors had been added to it after its own (later: begun on the same run, then
+ * given tensors that come after c's): how the checks of batches compared apart are joined. */
+void eq_dtype_check_merge(eq_dtype_check *c, const eq_dtype_check *later);
 
 /* The files of the run at path: the file itself, or every *.h5 of the directory but hidden ones,
  * sorted by name (*files: n malloc'd strings in a malloc'd array, the caller's). */

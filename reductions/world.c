@@ -349,6 +349,54 @@ eq_status eq_world_broadcast_bytes(const eq_world *w, void *buf, size_t bytes, i
     return st;
 }
 
+#define GATHER_CHUNK ((size_t)1 << 30)
+
+eq_status eq_world_gather_bytes(const eq_world *w, const void *mine, size_t bytes, void **parts, size_t *sizes)
+{
+    eq_status st = EQ_OK;
+    MPI_Comm comm = *(MPI_Comm *)w->world_comm;
+    uint64_t n = bytes, *all = NULL;
+    if (w->rank == 0) {
+        all = malloc((size_t)w->size * sizeof *all);
+        if (all == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "rank 0: no memory to gather %d ranks' results", w->size);
+        for (int r = 0; r < w->size; r++) parts[r] = NULL, sizes[r] = 0;
+    }
+    eq_mpi_watch_begin("the gather of every rank's results to rank 0");
+    EQ_TRY(EQ_MPI_CHECK(MPI_Gather(&n, (int)sizeof n, MPI_BYTE, all, (int)sizeof n, MPI_BYTE, 0, comm),
+                        "MPI_Gather (the lengths of the results)"));
+    if (w->rank != 0) {
+        for (size_t at = 0; at < bytes; at += GATHER_CHUNK) {
+            const size_t len = bytes - at < GATHER_CHUNK ? bytes - at : GATHER_CHUNK;
+            EQ_TRY(EQ_MPI_CHECK(MPI_Send((const char *)mine + at, (int)len, MPI_BYTE, 0, 0, comm),
+                                "MPI_Send (results to rank 0)"));
+        }
+        goto cleanup;
+    }
+    for (int r = 0; r < w->size; r++) {
+        char *p = malloc(all[r] > 0 ? (size_t)all[r] : 1);
+        if (p == NULL) {
+            st = EQ_FAIL(EQ_ERR_NOMEM, "rank 0: no memory for rank %d's %llu bytes of results", r,
+                         (unsigned long long)all[r]);
+            goto cleanup;
+        }
+        parts[r] = p;
+        sizes[r] = (size_t)all[r];
+        if (r == 0) {
+            if (bytes > 0) memcpy(p, mine, bytes);
+            continue;
+        }
+        for (size_t at = 0; at < sizes[r]; at += GATHER_CHUNK) {
+            const size_t len = sizes[r] - at < GATHER_CHUNK ? sizes[r] - at : GATHER_CHUNK;
+            EQ_TRY(EQ_MPI_CHECK(MPI_Recv(p + at, (int)len, MPI_BYTE, r, 0, comm, MPI_STATUS_IGNORE),
+                                "MPI_Recv (a rank's results)"));
+        }
+    }
+cleanup:
+    eq_mpi_watch_end();
+    free(all);
+    return st;
+}
+
 void eq_world_abort(const eq_world *w)
 {
     if (!w->watching || eq_mpi_watch_claim_report()) { /* else the job's error line is out already */
@@ -404,6 +452,16 @@ eq_status eq_world_finish(eq_world *w, eq_status mine)
 {
     (void)w;
     return mine;
+}
+
+eq_status eq_world_gather_bytes(const eq_world *w, const void *mine, size_t bytes, void **parts, size_t *sizes)
+{
+    (void)w;
+    (void)mine;
+    (void)bytes;
+    (void)parts;
+    (void)sizes;
+    return EQ_FAIL(EQ_ERR_USAGE, "this equiv was built without MPI");
 }
 
 void eq_world_abort(const eq_world *w)

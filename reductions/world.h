@@ -144,6 +144,12 @@ eq_status eq_world_share_int(const eq_world *w, int *value);
  * collective watchdog; an MPI error names the rank. */
 eq_status eq_world_broadcast_bytes(const eq_world *w, void *buf, size_t bytes, int root);
 
+/* Every rank's `bytes` bytes at mine to rank 0, which gets rank r's in parts[r] (malloc'd, its own
+ * copied; the caller frees them) and their lengths in sizes[r], both arrays of w->size, in rank
+ * order; the other ranks get nothing (parts and sizes unused). Messages of at most 1 GiB, so any
+ * length goes. Under the collective watchdog; an MPI error names the rank. */
+eq_status eq_world_gather_bytes(const eq_world *w, const void *mine, size_t bytes, void **parts, size_t *sizes);
+
 /* A failure on this rank that the others cannot know of (they may be waiting in a collective):
  * prints "equiv: error: rank R: message [where]" (unless the job's error line is out already) and
  * ends every rank with exit status 2 (MPI_Abort). Does not return. */

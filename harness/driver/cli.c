@@ -73,6 +73,9 @@ void eq_cli_print_help(void)
            "  --tolerance NAME   entry of the tolerance file (default: the case's entry for the dtype;\n"
            "                     a run of no case: default_<dtype>, which the report names)\n"
            "  --atol A, --rtol R |d| <= A + R |ref| for every tensor, instead of an entry\n"
+           "  --comm mpi         under mpirun -np P / srun -n P: the tensors split over the P processes,\n"
+           "                     each reading its own from the runs' files, rank 0 writing the report\n"
+           "                     (the same as one process's)\n"
            "bench options:\n"
            "  --only NAMES       the workloads to run, comma-separated (default: all; names in the table\n"
            "                     equiv bench prints, e.g. row_parallel_bf16)\n"
@@ -164,7 +167,7 @@ static const option_spec options[OPT_COUNT] = {
     [OPT_OPTIMIZER] = {"--optimizer", NULL, 1, 0, RUN},
     [OPT_LR] = {"--lr", NULL, 1, 0, RUN},
     [OPT_BACKEND] = {"--backend", NULL, 1, 0, RUN},
-    [OPT_COMM] = {"--comm", "--transport", 1, 0, RUN},
+    [OPT_COMM] = {"--comm", "--transport", 1, 0, RUN | COMPARE},
     [OPT_EXPECT] = {"--expect", NULL, 1, 0, COMPARE},
     [OPT_TOLERANCE] = {"--tolerance", NULL, 1, 0, COMPARE},
     [OPT_ATOL] = {"--atol", NULL, 1, 0, COMPARE},
@@ -467,6 +470,9 @@ eq_status eq_cli_parse(int argc, char **argv, eq_cli *cli)
     if (cli->command == EQ_CMD_COMPARE && cli->truth && cli->truth_path == NULL)
         return EQ_FAIL(EQ_ERR_USAGE, "compare takes --truth DIR after the word compare (the truth run: the "
                        "reference's step one precision up)");
+    if (cli->command == EQ_CMD_COMPARE && cli->comm != NULL && !cli->comm->compares)
+        return EQ_FAIL(EQ_ERR_USAGE, "compare takes --comm sim (one process) or --comm mpi (the tensors split over "
+                       "the processes of mpirun or srun), not --comm %s", cli->comm->name);
     if (cli->command == EQ_CMD_RUN && cli->case_name == NULL)
         return EQ_FAIL(EQ_ERR_USAGE, "no --case given (see equiv --list)");
     return check_steps(cli);

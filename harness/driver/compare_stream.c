@@ -45,25 +45,31 @@ static eq_capture view_of(const eq_capture *got, int count, const eq_run_meta *m
     return v;
 }
 
+/* Appends count results and n_findings findings (at any alignment) to out. */
+static eq_status append_results(eq_comparison *out, const void *results, int count, const void *findings,
+                                int n_findings)
+{
+    if (count > 0) {
+        eq_tensor_result *grown = realloc(out->results, (size_t)(out->count + count) * sizeof *grown);
+        if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d results", out->count + count);
+        out->results = grown;
+        memcpy(out->results + out->count, results, (size_t)count * sizeof *grown);
+        out->count += count;
+    }
+    if (n_findings > 0) {
+        char(*grown)[EQ_FINDING_MAX] = realloc(out->findings, (size_t)(out->n_findings + n_findings) * sizeof *grown);
+        if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d findings", out->n_findings + n_findings);
+        out->findings = grown;
+        memcpy(out->findings + out->n_findings, findings, (size_t)n_findings * sizeof *grown);
+        out->n_findings += n_findings;
+    }
+    return EQ_OK;
+}
+
 /* Appends the batch's results and findings to out. */
 static eq_status take_batch(eq_comparison *out, eq_comparison *batch)
 {
-    if (batch->count > 0) {
-        eq_tensor_result *grown = realloc(out->results, (size_t)(out->count + batch->count) * sizeof *grown);
-        if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d results", out->count + batch->count);
-        out->results = grown;
-        memcpy(out->results + out->count, batch->results, (size_t)batch->count * sizeof *grown);
-        out->count += batch->count;
-    }
-    if (batch->n_findings > 0) {
-        char(*grown)[EQ_FINDING_MAX] = realloc(out->findings, (size_t)(out->n_findings + batch->n_findings) *
-                                                                  sizeof *grown);
-        if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d findings", out->n_findings + batch->n_findings);
-        out->findings = grown;
-        memcpy(out->findings + out->n_findings, batch->findings, (size_t)batch->n_findings * sizeof *grown);
-        out->n_findings += batch->n_findings;
-    }
-    return EQ_OK;
+    return append_results(out, batch->results, batch->count, batch->findings, batch->n_findings);
 }
 
 static double now_s(void)
@@ -83,99 +89,303 @@ static void show_progress(const eq_stream_compare *c, int done, int total, doubl
     eq_progress_phase(c->progress, phase, done, total, bytes);
 }
 
-eq_status eq_compare_streams(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
-                             eq_expect expect, const eq_case *kase, eq_comparison *out)
+/* The length of the batch that starts at tensor `first` of the reference: tensors [first, first + n)
+ * hold at most EQ_STREAM_BATCH_BYTES (a larger tensor alone), at most EQ_STREAM_BATCH_TENSORS. */
+static int batch_length(const eq_capture *ref, int first)
+{
+    int n = 0;
+    double bytes = 0.0;
+    while (first + n < ref->count && n < EQ_STREAM_BATCH_TENSORS) {
+        const double b = (double)eq_tensor_bytes(&ref->entries[first + n].tensor);
+        if (n > 0 && bytes + b > EQ_STREAM_BATCH_BYTES) break;
+        bytes += b;
+        n++;
+    }
+    return n;
+}
+
+/* The batch that starts at tensor `first`: its length, and the paths each run is asked for (the
+ * batch's tensors, then their GEMM operands). One process's loop and each process of a --comm mpi
+ * compare form every batch here, so that batch b is the same wherever it is compared. */
+static eq_status form_batch(const eq_stream_compare *c, const eq_gemm_site *sites, int first, path_list *ask,
+                            path_list *ask_truth, int *length)
 {
     eq_status st = EQ_OK;
     const eq_capture *ref = eq_run_stream_index(c->ref), *test = eq_run_stream_index(c->test);
     const eq_capture *truth = c->truth != NULL ? eq_run_stream_index(c->truth) : NULL;
-    path_list ask = {0}, ask_truth = {0};
+    const int n = batch_length(ref, first);
+    ask->n = ask_truth->n = 0;
+    for (int i = first; i < first + n; i++) {
+        const char *path = ref->entries[i].path;
+        EQ_TRY(list_add(ask, path));
+        if (truth != NULL && eq_capture_find(truth, path) != NULL) EQ_TRY(list_add(ask_truth, path));
+    }
+    for (int i = first; i < first + n; i++) {
+        char a[EQ_NAME_MAX], b[EQ_NAME_MAX];
+        if (!eq_gemm_operand_paths(ref, &ref->entries[i], sites, a, b)) continue;
+        const eq_capture_entry *ea = eq_capture_find(ref, a), *eb = eq_capture_find(ref, b);
+        if (ea == NULL || eb == NULL || eq_capture_find(test, a) == NULL || eq_capture_find(test, b) == NULL)
+            continue; /* no bound without both operands in both runs */
+        EQ_TRY(list_add(ask, ea->path));
+        EQ_TRY(list_add(ask, eb->path));
+    }
+    *length = n;
+cleanup:
+    return st;
+}
+
+/* Each run's dtype check (harness/run_load.h): reference, test, truth. */
+typedef struct {
+    eq_dtype_check run[3];
+} dtype_checks;
+
+static void dtype_checks_begin(const eq_stream_compare *c, dtype_checks *d)
+{
+    memset(d, 0, sizeof *d);
+    eq_dtype_check_begin(&d->run[0], eq_run_stream_index(c->ref));
+    eq_dtype_check_begin(&d->run[1], eq_run_stream_index(c->test));
+    if (c->truth != NULL) eq_dtype_check_begin(&d->run[2], eq_run_stream_index(c->truth));
+}
+
+/* Reads the formed batch (its first n tensors of ask) from both runs' readers at once (and the
+ * truth's), compares it into batch (evidence only) and adds its tensors to the dtype checks. */
+static eq_status compare_batch(const eq_stream_compare *c, const path_list *ask, const path_list *ask_truth, int n,
+                               const eq_tolerance *tol, const eq_tolerance *grad_tol, eq_expect expect,
+                               dtype_checks *dtype, eq_comparison *batch)
+{
+    eq_status st = EQ_OK;
+    const int truth = c->truth != NULL;
     eq_capture got_ref, got_test, got_truth;
-    eq_comparison batch;
-    eq_dtype_check dtype_ref, dtype_test, dtype_truth;
-    memset(out, 0, sizeof *out);
-    memset(&batch, 0, sizeof batch);
     eq_capture_init(&got_ref);
     eq_capture_init(&got_test);
     eq_capture_init(&got_truth);
-    EQ_TRY(eq_compare_check_paths(ref, test));
-    eq_dtype_check_begin(&dtype_ref, ref);
-    eq_dtype_check_begin(&dtype_test, test);
-    if (truth != NULL) eq_dtype_check_begin(&dtype_truth, truth);
-    const eq_model *model = eq_compare_model(&ref->meta);
-    const eq_gemm_site *sites = model != NULL ? model->gemm_sites : NULL;
-    const double total = eq_run_stream_bytes(c->ref) + eq_run_stream_bytes(c->test), start = now_s();
-    double done_bytes = 0.0;
-    eq_progress_work(c->progress, total);
+    /* both readers (and the truth's) work at once */
+    EQ_TRY(eq_run_stream_send(c->ref, ask->paths, ask->n));
+    EQ_TRY(eq_run_stream_send(c->test, ask->paths, ask->n));
+    if (truth && ask_truth->n > 0) EQ_TRY(eq_run_stream_send(c->truth, ask_truth->paths, ask_truth->n));
+    EQ_TRY(eq_run_stream_receive(c->ref, &got_ref));
+    EQ_TRY(eq_run_stream_receive(c->test, &got_test));
+    if (truth && ask_truth->n > 0) EQ_TRY(eq_run_stream_receive(c->truth, &got_truth));
+    if (c->check_dtype) {
+        eq_dtype_check_add(&dtype->run[0], &got_ref);
+        eq_dtype_check_add(&dtype->run[1], &got_test);
+        if (truth) eq_dtype_check_add(&dtype->run[2], &got_truth);
+    }
+    const eq_capture ref_batch = view_of(&got_ref, n, &c->ref_meta), test_batch = view_of(&got_test, n, &c->test_meta);
+    got_ref.meta = c->ref_meta; /* the bound reads the layouts from the captures with the operands */
+    got_test.meta = c->test_meta;
+    EQ_TRY(eq_compare_evidence(&ref_batch, &test_batch, &got_ref, &got_test, truth ? &got_truth : NULL, tol, grad_tol,
+                               expect, batch));
+cleanup:
+    eq_capture_free(&got_ref);
+    eq_capture_free(&got_test);
+    eq_capture_free(&got_truth);
+    return st;
+}
+
+/* out before the first batch: the runs as the report names them, the tolerances, the expectation. */
+static eq_status begin_comparison(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
+                                  eq_expect expect, eq_comparison *out)
+{
+    memset(out, 0, sizeof *out);
     out->ref_meta = c->ref_meta;
     out->test_meta = c->test_meta;
     out->tol = *tol;
     out->grad_tol = *grad_tol;
     out->expect = expect;
-    for (int first = 0; first < ref->count;) {
-        /* the batch: tensors [first, first + n) of the reference, then their GEMM operands */
-        int n = 0;
-        double bytes = 0.0;
-        ask.n = ask_truth.n = 0;
-        while (first + n < ref->count && n < EQ_STREAM_BATCH_TENSORS) {
-            const double b = (double)eq_tensor_bytes(&ref->entries[first + n].tensor);
-            if (n > 0 && bytes + b > EQ_STREAM_BATCH_BYTES) break;
-            const char *path = ref->entries[first + n].path;
-            EQ_TRY(list_add(&ask, path));
-            if (truth != NULL && eq_capture_find(truth, path) != NULL) EQ_TRY(list_add(&ask_truth, path));
-            bytes += b;
-            n++;
-        }
-        for (int i = first; i < first + n; i++) {
-            char a[EQ_NAME_MAX], b[EQ_NAME_MAX];
-            if (!eq_gemm_operand_paths(ref, &ref->entries[i], sites, a, b)) continue;
-            const eq_capture_entry *ea = eq_capture_find(ref, a), *eb = eq_capture_find(ref, b);
-            if (ea == NULL || eb == NULL || eq_capture_find(test, a) == NULL || eq_capture_find(test, b) == NULL)
-                continue; /* no bound without both operands in both runs */
-            EQ_TRY(list_add(&ask, ea->path));
-            EQ_TRY(list_add(&ask, eb->path));
-        }
-        /* both readers (and the truth's) work at once */
-        EQ_TRY(eq_run_stream_send(c->ref, ask.paths, ask.n));
-        EQ_TRY(eq_run_stream_send(c->test, ask.paths, ask.n));
-        if (truth != NULL && ask_truth.n > 0) EQ_TRY(eq_run_stream_send(c->truth, ask_truth.paths, ask_truth.n));
-        EQ_TRY(eq_run_stream_receive(c->ref, &got_ref));
-        EQ_TRY(eq_run_stream_receive(c->test, &got_test));
-        if (truth != NULL && ask_truth.n > 0) EQ_TRY(eq_run_stream_receive(c->truth, &got_truth));
-        if (c->check_dtype) {
-            eq_dtype_check_add(&dtype_ref, &got_ref);
-            eq_dtype_check_add(&dtype_test, &got_test);
-            if (truth != NULL) eq_dtype_check_add(&dtype_truth, &got_truth);
-        }
-        const eq_capture ref_batch = view_of(&got_ref, n, &c->ref_meta), test_batch = view_of(&got_test, n,
-                                                                                                &c->test_meta);
-        got_ref.meta = c->ref_meta; /* the bound reads the layouts from the captures with the operands */
-        got_test.meta = c->test_meta;
-        EQ_TRY(eq_compare_evidence(&ref_batch, &test_batch, &got_ref, &got_test, truth != NULL ? &got_truth : NULL,
-                                   tol, grad_tol, expect, &batch));
-        EQ_TRY(take_batch(out, &batch));
-        eq_comparison_free(&batch);
-        eq_capture_free(&got_ref);
-        eq_capture_free(&got_test);
-        eq_capture_free(&got_truth);
-        for (int i = first; i < first + n; i++) done_bytes += 2.0 * (double)eq_tensor_bytes(&ref->entries[i].tensor);
-        first += n;
-        show_progress(c, first, ref->count, done_bytes, start);
-    }
+    return eq_compare_check_paths(eq_run_stream_index(c->ref), eq_run_stream_index(c->test));
+}
+
+/* out after the last batch: the dtype checks' outcome, the case's lines, the verdict. */
+static eq_status end_comparison(const eq_stream_compare *c, const dtype_checks *dtype, const eq_case *kase,
+                                eq_comparison *out)
+{
+    eq_status st = EQ_OK;
     if (c->check_dtype) {
-        EQ_TRY(eq_dtype_check_end(&dtype_ref, c->ref_path));
-        EQ_TRY(eq_dtype_check_end(&dtype_test, c->test_path));
-        if (truth != NULL) EQ_TRY(eq_dtype_check_end(&dtype_truth, c->truth_path));
+        EQ_TRY(eq_dtype_check_end(&dtype->run[0], c->ref_path));
+        EQ_TRY(eq_dtype_check_end(&dtype->run[1], c->test_path));
+        if (c->truth != NULL) EQ_TRY(eq_dtype_check_end(&dtype->run[2], c->truth_path));
     }
     if (kase != NULL) eq_comparison_apply_case(out, kase);
     eq_judge(out);
 cleanup:
+    return st;
+}
+
+static const eq_gemm_site *gemm_sites(const eq_stream_compare *c)
+{
+    const eq_model *model = eq_compare_model(&eq_run_stream_index(c->ref)->meta);
+    return model != NULL ? model->gemm_sites : NULL;
+}
+
+eq_status eq_compare_streams(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
+                             eq_expect expect, const eq_case *kase, eq_comparison *out)
+{
+    eq_status st = EQ_OK;
+    const eq_capture *ref = eq_run_stream_index(c->ref);
+    path_list ask = {0}, ask_truth = {0};
+    eq_comparison batch;
+    dtype_checks dtype;
+    memset(&batch, 0, sizeof batch);
+    EQ_TRY(begin_comparison(c, tol, grad_tol, expect, out));
+    dtype_checks_begin(c, &dtype);
+    const eq_gemm_site *sites = gemm_sites(c);
+    const double total = eq_run_stream_bytes(c->ref) + eq_run_stream_bytes(c->test), start = now_s();
+    double done_bytes = 0.0;
+    eq_progress_work(c->progress, total);
+    for (int first = 0; first < ref->count;) {
+        int n = 0;
+        EQ_TRY(form_batch(c, sites, first, &ask, &ask_truth, &n));
+        EQ_TRY(compare_batch(c, &ask, &ask_truth, n, tol, grad_tol, expect, &dtype, &batch));
+        EQ_TRY(take_batch(out, &batch));
+        eq_comparison_free(&batch);
+        for (int i = first; i < first + n; i++) done_bytes += 2.0 * (double)eq_tensor_bytes(&ref->entries[i].tensor);
+        first += n;
+        show_progress(c, first, ref->count, done_bytes, start);
+    }
+    EQ_TRY(end_comparison(c, &dtype, kase, out));
+cleanup:
     eq_comparison_free(&batch);
-    eq_capture_free(&got_ref);
-    eq_capture_free(&got_test);
-    eq_capture_free(&got_truth);
     free(ask.paths);
     free(ask_truth.paths);
+    if (st != EQ_OK) eq_comparison_free(out);
+    return st;
+}
+
+/* --comm mpi: a process's batches as bytes for rank 0. Each batch is a record: its header, then
+ * `count` eq_tensor_result, then `n_findings` findings (plain data: every rank runs the same
+ * build, which the ranks check when they start). */
+typedef struct {
+    int64_t batch;                 /* its number, from 0 in the reference's order */
+    int32_t count, n_findings;
+    dtype_checks dtype;            /* the dtype checks of its tensors alone */
+} batch_record;
+
+typedef struct {
+    char *bytes;
+    size_t n, cap;
+} byte_buffer;
+
+static eq_status put_bytes(byte_buffer *b, const void *bytes, size_t n)
+{
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : (size_t)1 << 16;
+        while (cap < b->n + n) cap *= 2;
+        char *grown = realloc(b->bytes, cap);
+        if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %zu bytes of results", cap);
+        b->bytes = grown;
+        b->cap = cap;
+    }
+    if (n > 0) memcpy(b->bytes + b->n, bytes, n);
+    b->n += n;
+    return EQ_OK;
+}
+
+static eq_status put_batch(byte_buffer *b, int64_t number, const dtype_checks *dtype, const eq_comparison *batch)
+{
+    eq_status st = EQ_OK;
+    batch_record r;
+    memset(&r, 0, sizeof r);
+    r.batch = number;
+    r.count = batch->count;
+    r.n_findings = batch->n_findings;
+    r.dtype = *dtype;
+    EQ_TRY(put_bytes(b, &r, sizeof r));
+    EQ_TRY(put_bytes(b, batch->results, (size_t)batch->count * sizeof *batch->results));
+    EQ_TRY(put_bytes(b, batch->findings, (size_t)batch->n_findings * sizeof *batch->findings));
+cleanup:
+    return st;
+}
+
+eq_status eq_compare_streams_part(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
+                                  eq_expect expect, int rank, int size, void **part, size_t *part_bytes)
+{
+    eq_status st = EQ_OK;
+    const eq_capture *ref = eq_run_stream_index(c->ref);
+    path_list ask = {0}, ask_truth = {0};
+    byte_buffer bytes = {0};
+    eq_comparison batch, none;
+    dtype_checks fresh, dtype;
+    memset(&batch, 0, sizeof batch);
+    *part = NULL;
+    *part_bytes = 0;
+    EQ_TRY(begin_comparison(c, tol, grad_tol, expect, &none)); /* every process checks the paths */
+    dtype_checks_begin(c, &fresh);
+    const eq_gemm_site *sites = gemm_sites(c);
+    const double total = eq_run_stream_bytes(c->ref) + eq_run_stream_bytes(c->test), start = now_s();
+    double done_bytes = 0.0;
+    eq_progress_work(c->progress, total / size);
+    int64_t number = 0;
+    for (int first = 0; first < ref->count; number++) {
+        int n = batch_length(ref, first);
+        if (number % size == rank) {
+            EQ_TRY(form_batch(c, sites, first, &ask, &ask_truth, &n));
+            dtype = fresh;
+            EQ_TRY(compare_batch(c, &ask, &ask_truth, n, tol, grad_tol, expect, &dtype, &batch));
+            EQ_TRY(put_batch(&bytes, number, &dtype, &batch));
+            eq_comparison_free(&batch);
+            for (int i = first; i < first + n; i++) done_bytes += 2.0 * (double)eq_tensor_bytes(&ref->entries[i].tensor);
+            show_progress(c, first + n, ref->count, done_bytes, start);
+        }
+        first += n;
+    }
+    *part = bytes.bytes;
+    *part_bytes = bytes.n;
+    bytes.bytes = NULL;
+cleanup:
+    eq_comparison_free(&batch);
+    free(bytes.bytes);
+    free(ask.paths);
+    free(ask_truth.paths);
+    return st;
+}
+
+/* Appends the record at *at of part (rank `from`'s, `bytes` long) to out, which must be batch
+ * `number` of `count` tensors' results, and moves *at past it. */
+static eq_status take_record(const char *part, size_t bytes, size_t *at, int from, int64_t number, int count,
+                             dtype_checks *dtype, const eq_stream_compare *c, eq_comparison *out)
+{
+    batch_record r;
+    if (bytes - *at < sizeof r)
+        return EQ_FAIL(EQ_ERR_INTERNAL, "rank %d sent no batch %lld (%zu of its %zu bytes read)", from,
+                       (long long)number, *at, bytes);
+    memcpy(&r, part + *at, sizeof r);
+    const size_t results = (size_t)r.count * sizeof(eq_tensor_result), findings = (size_t)r.n_findings * EQ_FINDING_MAX;
+    if (r.batch != number || r.count < 0 || r.count > count || r.n_findings < 0 ||
+        bytes - *at - sizeof r < results + findings)
+        return EQ_FAIL(EQ_ERR_INTERNAL, "rank %d sent batch %lld (%d results) where batch %lld (at most %d) was due",
+                       from, (long long)r.batch, (int)r.count, (long long)number, count);
+    for (int k = 0; c->check_dtype && k < 3; k++) eq_dtype_check_merge(&dtype->run[k], &r.dtype.run[k]);
+    const char *body = part + *at + sizeof r;
+    const eq_status st = append_results(out, body, r.count, body + results, r.n_findings);
+    *at += sizeof r + results + findings;
+    return st;
+}
+
+eq_status eq_compare_streams_merge(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
+                                   eq_expect expect, const eq_case *kase, void *const *parts, const size_t *sizes,
+                                   int size, eq_comparison *out)
+{
+    eq_status st = EQ_OK;
+    const eq_capture *ref = eq_run_stream_index(c->ref);
+    dtype_checks dtype;
+    size_t *at = calloc((size_t)size, sizeof *at);
+    if (at == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to merge %d processes' results", size);
+    EQ_TRY(begin_comparison(c, tol, grad_tol, expect, out));
+    dtype_checks_begin(c, &dtype);
+    int64_t number = 0;
+    for (int first = 0; first < ref->count; number++) { /* batch b from process b % size, in order */
+        const int n = batch_length(ref, first), from = (int)(number % size);
+        EQ_TRY(take_record(parts[from], sizes[from], &at[from], from, number, n, &dtype, c, out));
+        first += n;
+    }
+    for (int r = 0; r < size; r++)
+        if (at[r] != sizes[r])
+            EQ_TRY(EQ_FAIL(EQ_ERR_INTERNAL, "rank %d sent %zu bytes more than its batches of %lld", r,
+                           sizes[r] - at[r], (long long)number));
+    EQ_TRY(end_comparison(c, &dtype, kase, out));
+cleanup:
+    free(at);
     if (st != EQ_OK) eq_comparison_free(out);
     return st;
 }

@@ -32,4 +32,18 @@ typedef struct {
 eq_status eq_compare_streams(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
                              eq_expect expect, const eq_case *kase, eq_comparison *out);
 
+/* The same under `--comm mpi` (harness/driver/commands.c), the batches spread over `size`
+ * processes. Every process opens the runs (c: as above) and forms the batches as
+ * eq_compare_streams does; process `rank` compares batch b where b % size == rank, and hands its
+ * batches' evidence (results, findings, dtype checks) over as *part_bytes bytes at *part
+ * (malloc'd), for rank 0. */
+eq_status eq_compare_streams_part(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
+                                  eq_expect expect, int rank, int size, void **part, size_t *part_bytes);
+/* Rank 0: every process's part (parts[r], sizes[r] bytes, for r < size) merged in batch order into
+ * out, then the dtype checks' outcome, the case's lines and the verdict: eq_compare_streams' result
+ * bit for bit. EQ_ERR_INTERNAL where a batch is missing, out of place or left over. */
+eq_status eq_compare_streams_merge(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
+                                   eq_expect expect, const eq_case *kase, void *const *parts, const size_t *sizes,
+                                   int size, eq_comparison *out);
+
 #endif

@@ -14,22 +14,45 @@ const char *const eq_run_settings_not_shared[] = {"model", /* the case file's co
                                                    "gemm_kernel", "cpu", "gpu", "source", "world_size", "step",
                                                    "environment", "pp", "cp", "ep", /* a user's run's */ NULL};
 
-/* The case file's content, as eq_case_load_named finds it (cases_dir/NAME.ini). */
-static void add_case_file(eq_world_settings *s, const char *cases_dir, const char *name)
+/* A file's content under key, shown as "the WHAT PATH (content digest ...)"; f NULL: none. */
+static void add_file(eq_world_settings *s, const char *key, const char *what, const char *path, FILE *f)
 {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/%s.ini", cases_dir, name);
-    FILE *f = name[0] != '\0' && name[0] != '.' && strchr(name, '/') == NULL ? fopen(path, "rb") : NULL;
     if (f == NULL) {
-        /* every rank alike fails to plan with the reason; a rank alone without it differs here */
-        eq_world_settings_add(s, "case_file", 1, "no case file %s", path);
+        /* every rank alike fails with the reason; a rank alone without it differs here */
+        eq_world_settings_add(s, key, 1, "no %s %s", what, path);
         return;
     }
     uint64_t h = EQ_DIGEST_START;
     char buf[8192];
     for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) h = eq_digest(h, buf, n);
     fclose(f);
-    eq_world_settings_add(s, "case_file", h, "the case file %s (content digest %016" PRIx64 ")", path, h);
+    eq_world_settings_add(s, key, h, "the %s %s (content digest %016" PRIx64 ")", what, path, h);
+}
+
+/* The case file's content, as eq_case_load_named finds it (cases_dir/NAME.ini). */
+static void add_case_file(eq_world_settings *s, const char *cases_dir, const char *name)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s.ini", cases_dir, name);
+    FILE *f = name[0] != '\0' && name[0] != '.' && strchr(name, '/') == NULL ? fopen(path, "rb") : NULL;
+    add_file(s, "case_file", "case file", path, f);
+}
+
+void eq_compare_settings(const eq_cli *cli, const char *tolerances, eq_world_settings *out)
+{
+    memset(out, 0, sizeof *out);
+    eq_world_settings_add(out, "version", 0, "equiv %s (git %s)", EQUIV_VERSION, EQUIV_GIT_REVISION);
+    eq_world_settings_add(out, "transport", 0, "--comm %s", cli->comm != NULL ? cli->comm->name : "?");
+    eq_world_settings_add(out, "reference", 0, "the reference %s", cli->compare_paths[0]);
+    eq_world_settings_add(out, "test", 0, "the test run %s", cli->compare_paths[1]);
+    if (cli->truth_path != NULL) eq_world_settings_add(out, "truth", 0, "--truth %s", cli->truth_path);
+    else eq_world_settings_add(out, "truth", 0, "no --truth");
+    if (cli->has_expect) eq_world_settings_add(out, "expect", 0, "--expect %s", eq_expect_name(cli->expect));
+    else eq_world_settings_add(out, "expect", 0, "no --expect");
+    if (cli->has_atol_rtol) eq_world_settings_add(out, "tolerance", 0, "--atol %.17g --rtol %.17g", cli->atol, cli->rtol);
+    else if (cli->tolerance_name != NULL) eq_world_settings_add(out, "tolerance", 0, "--tolerance %s", cli->tolerance_name);
+    else eq_world_settings_add(out, "tolerance", 0, "no --tolerance");
+    add_file(out, "tolerance_file", "tolerance file", tolerances, fopen(tolerances, "rb"));
 }
 
 void eq_run_settings(const eq_cli *cli, const char *cases_dir, eq_world_settings *out)

@@ -21,6 +21,12 @@
 /* The run's settings into *out (cases_dir: where its case file is read). */
 void eq_run_settings(const eq_cli *cli, const char *cases_dir, eq_world_settings *out);
 
+/* `equiv compare --comm mpi`: what every process must compare alike, since each computes the
+ * evidence of some of the tensors: the build, the runs' paths, --truth, --expect, the tolerance
+ * options and the content of the tolerance file (tolerances: its path). Left out: rank 0's outputs
+ * (--out, --format, -v). */
+void eq_compare_settings(const eq_cli *cli, const char *tolerances, eq_world_settings *out);
+
 /* The keys of harness/run_cell.c's rows the ranks need not share (a NULL-terminated list). */
 extern const char *const eq_run_settings_not_shared[];
 
