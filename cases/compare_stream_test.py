@@ -13,6 +13,7 @@ Two captures of 8 MiB fp32 tensors (a reference file against 4 dp rank files, pe
     count outside the tolerance in the JSON report equal numpy's, computed here from the files.
 """
 import json
+import re
 import os
 import resource
 import subprocess
@@ -97,6 +98,19 @@ def main():
                 if r["metrics"]["max_abs"] != d.max() or r["metrics"]["n_outside"] != int((d > ATOL).sum()):
                     wrong.append((r["path"], r["metrics"]["max_abs"], d.max()))
         check(not wrong, f"every tensor's max |d| and count outside equal numpy's ({wrong[:3]})")
+
+        # progress (-v): lines of tensors done of all, the rate and the time left; a line a second
+        # at most, so a compare that ends sooner may show only its first
+        env = dict(os.environ, EQUIV_PROGRESS_AFTER_S="0")
+        p = subprocess.run(cmd(big, os.path.join(tmp, "o-v")) + ["-v"], capture_output=True, text=True, env=env)
+        lines = [x for x in p.stderr.splitlines() if x.startswith("equiv progress: compare")]
+        form = re.compile(r"^equiv progress: compare(: (open the runs|at [0-9.e+-]+ GB/s, tensor [0-9]+/48))?, "
+                          r"[0-9]+ s(, about [0-9]+ s left)?$")
+        check(lines and all(form.match(x) for x in lines), f"progress lines of the form: {lines[:4]}")
+        took = float(re.search(r"([0-9]+) s", lines[-1]).group(1)) if lines else 0
+        if took >= 2:
+            check(any("tensor" in x and "left" in x for x in lines), "a compare of 2 s or more shows tensors done "
+                  "and the time left")
     if failures:
         sys.exit(f"{len(failures)} check(s) failed")
 
