@@ -50,7 +50,8 @@ typedef struct {
     int32_t file, entry;
     uint64_t offset;
     int64_t same_as;   /* -1: read into offset; else compare with the bytes there */
-    uint64_t map_size; /* the shared buffer's size now */
+    int32_t slot;      /* which of the two shared buffers */
+    uint64_t map_size; /* that buffer's size now */
 } wire_request;
 
 /* The limits of one file: wall-clock seconds for its index (the parent's deadline; the child's CPU
@@ -148,9 +149,9 @@ static void limit_to(double timeout_s, double memory_mb)
 
 /* The child's side of a request; 0 to go on, -1 to end. */
 typedef struct {
-    int fd, mem_fd;
-    char *map;
-    size_t map_size;
+    int fd, mem_fd[EQ_DUMP_SLOTS];
+    char *map[EQ_DUMP_SLOTS];
+    size_t map_size[EQ_DUMP_SLOTS];
     void *scratch; /* a replica's bytes, for a check */
     size_t scratch_size;
 } child_state;
@@ -158,20 +159,23 @@ typedef struct {
 static int serve(child_state *c, const wire_request *q, eq_dump_file **files, const eq_capture *index, int n,
                  const read_limits *limits)
 {
-    if (q->magic != MAGIC || q->file < 0 || q->file >= n || q->entry < 0 || q->entry >= index[q->file].count)
+    if (q->magic != MAGIC || q->file < 0 || q->file >= n || q->entry < 0 || q->entry >= index[q->file].count ||
+        q->slot < 0 || q->slot >= EQ_DUMP_SLOTS)
         return -1;
     const eq_tensor *shape = &index[q->file].entries[q->entry].tensor;
     const size_t bytes = eq_tensor_bytes(shape);
-    if (q->map_size != c->map_size) { /* the parent grew the buffer */
-        if (c->map != NULL) munmap(c->map, c->map_size);
-        c->map = mmap(NULL, q->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, c->mem_fd, 0);
-        c->map_size = c->map == MAP_FAILED ? 0 : q->map_size;
-        if (c->map == MAP_FAILED) return -1;
+    const int k = q->slot;
+    if (q->map_size != c->map_size[k]) { /* the parent grew the buffer */
+        if (c->map[k] != NULL) munmap(c->map[k], c->map_size[k]);
+        c->map[k] = mmap(NULL, q->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, c->mem_fd[k], 0);
+        c->map_size[k] = c->map[k] == MAP_FAILED ? 0 : q->map_size;
+        if (c->map[k] == MAP_FAILED) return -1;
     }
+    char *map = c->map[k];
     const size_t end = q->same_as >= 0 ? (size_t)q->same_as : q->offset;
-    if (end > c->map_size || bytes > c->map_size - end) return -1;
+    if (end > c->map_size[k] || bytes > c->map_size[k] - end) return -1;
     limit_to(tensor_timeout(bytes), limits[q->file].memory_mb);
-    void *into = c->map + q->offset;
+    void *into = map + q->offset;
     if (q->same_as >= 0) {
         if (bytes > c->scratch_size) {
             free(c->scratch);
@@ -189,14 +193,14 @@ static int serve(child_state *c, const wire_request *q, eq_dump_file **files, co
         send_error(c->fd, st);
         return -1;
     }
-    uint32_t kind = q->same_as < 0 ? KIND_DONE : memcmp(c->scratch, c->map + q->same_as, bytes) == 0 ? KIND_SAME
+    uint32_t kind = q->same_as < 0 ? KIND_DONE : memcmp(c->scratch, map + q->same_as, bytes) == 0 ? KIND_SAME
                                                                                                    : KIND_DIFFERS;
     return put_u32(c->fd, MAGIC) || put_u32(c->fd, kind) ? -1 : 0;
 }
 
 /* Closes every descriptor but standard input, output and error and the two kept: another reader's
  * socket, inherited at fork, would keep that reader from seeing its parent close it. */
-static void close_others(int keep1, int keep2)
+static void close_others(int keep1, int keep2, int keep3)
 {
     int fds[1024], n = 0;
     DIR *d = opendir("/proc/self/fd");
@@ -204,7 +208,7 @@ static void close_others(int keep1, int keep2)
     for (struct dirent *e; (e = readdir(d)) != NULL && n < 1024;) {
         char *end;
         long fd = strtol(e->d_name, &end, 10);
-        if (*end == '\0' && end != e->d_name && fd > 2 && fd != keep1 && fd != keep2 && fd != dirfd(d))
+        if (*end == '\0' && end != e->d_name && fd > 2 && fd != keep1 && fd != keep2 && fd != keep3 && fd != dirfd(d))
             fds[n++] = (int)fd;
     }
     closedir(d);
@@ -213,11 +217,11 @@ static void close_others(int keep1, int keep2)
 
 /* Opens the files in turn, each under its own limits, sending each index as it is read; then
  * answers requests until the parent closes the socket. Ends after an error. */
-static _Noreturn void child_main(int fd, int mem_fd, const char *const *paths, const read_limits *limits, int n)
+static _Noreturn void child_main(int fd, const int *mem_fd, const char *const *paths, const read_limits *limits, int n)
 {
     struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
-    close_others(fd, mem_fd);
+    close_others(fd, mem_fd[0], mem_fd[1]);
     signal(SIGXCPU, SIG_DFL); /* the CPU limit ends the reader, whatever the parent set */
     /* what a crashing library or a sanitizer prints is not equiv's one line: the parent speaks */
     int devnull = open("/dev/null", O_WRONLY);
@@ -241,7 +245,7 @@ static _Noreturn void child_main(int fd, int mem_fd, const char *const *paths, c
         }
         if (send_index(fd, &index[i])) _exit(0);
     }
-    child_state c = {fd, mem_fd, NULL, 0, NULL, 0};
+    child_state c = {fd, {mem_fd[0], mem_fd[1]}, {NULL, NULL}, {0, 0}, NULL, 0};
     for (;;) {
         wire_request q;
         size_t got = 0;
@@ -259,9 +263,9 @@ static _Noreturn void child_main(int fd, int mem_fd, const char *const *paths, c
 
 struct eq_dump_server {
     pid_t pid;
-    int fd, mem_fd;
-    char *map;
-    size_t map_size;
+    int fd, mem_fd[EQ_DUMP_SLOTS];
+    char *map[EQ_DUMP_SLOTS];
+    size_t map_size[EQ_DUMP_SLOTS];
     int n;
     const char *const *paths;
     read_limits *limits;
@@ -469,7 +473,7 @@ eq_status eq_dump_server_open(const char *const *paths, int n, eq_dump_server **
     *out = NULL;
     for (int i = 0; i < n; i++) eq_capture_init(&index[i]);
     if (s == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %d files", n);
-    s->fd = s->mem_fd = -1;
+    s->fd = s->mem_fd[0] = s->mem_fd[1] = -1;
     s->pid = -1;
     s->n = n;
     s->paths = paths;
@@ -495,7 +499,8 @@ eq_status eq_dump_server_open(const char *const *paths, int n, eq_dump_server **
         const off_t most = size / MIN_DATASET_BYTES + 1024;
         s->limits[i].max_entries = most < INT32_MAX ? (uint32_t)most : INT32_MAX;
     }
-    if ((s->mem_fd = memfd_create("equiv-read", MFD_CLOEXEC)) < 0) {
+    if ((s->mem_fd[0] = memfd_create("equiv-read", MFD_CLOEXEC)) < 0 ||
+        (s->mem_fd[1] = memfd_create("equiv-read", MFD_CLOEXEC)) < 0) {
         st = EQ_FAIL(EQ_ERR_IO, "cannot read %s: no shared memory for a reader process: %s", paths[0],
                      strerror(errno));
         goto cleanup;
@@ -545,27 +550,27 @@ cleanup:
     return st;
 }
 
-eq_status eq_dump_server_reserve(eq_dump_server *s, size_t bytes)
+eq_status eq_dump_server_reserve(eq_dump_server *s, int slot, size_t bytes)
 {
-    if (bytes <= s->map_size) return EQ_OK;
+    if (bytes <= s->map_size[slot]) return EQ_OK;
     const size_t grain = (size_t)2 << 20;
     size_t size = (bytes + grain - 1) / grain * grain;
-    if (s->map != NULL) munmap(s->map, s->map_size);
-    s->map = NULL;
-    s->map_size = 0;
-    if (ftruncate(s->mem_fd, (off_t)size) != 0)
+    if (s->map[slot] != NULL) munmap(s->map[slot], s->map_size[slot]);
+    s->map[slot] = NULL;
+    s->map_size[slot] = 0;
+    if (ftruncate(s->mem_fd[slot], (off_t)size) != 0)
         return EQ_FAIL(EQ_ERR_NOMEM, "no shared memory of %zu MB to read %s into: %s", size >> 20, s->paths[0],
                        strerror(errno));
-    void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s->mem_fd, 0);
+    void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s->mem_fd[slot], 0);
     if (map == MAP_FAILED)
         return EQ_FAIL(EQ_ERR_NOMEM, "cannot map %zu MB of shared memory to read %s into: %s", size >> 20, s->paths[0],
                        strerror(errno));
-    s->map = map;
-    s->map_size = size;
+    s->map[slot] = map;
+    s->map_size[slot] = size;
     return EQ_OK;
 }
 
-void *eq_dump_server_buffer(eq_dump_server *s) { return s->map; }
+void *eq_dump_server_buffer(eq_dump_server *s, int slot) { return s->map[slot]; }
 
 eq_status eq_dump_server_send(eq_dump_server *s, eq_dump_request *req, int n)
 {
@@ -577,9 +582,8 @@ eq_status eq_dump_server_send(eq_dump_server *s, eq_dump_request *req, int n)
             return EQ_FAIL(EQ_ERR_INTERNAL, "a read of entry %d of file %d", q->entry, q->file);
         const size_t bytes = eq_tensor_bytes(&s->index[q->file].entries[q->entry].tensor);
         const size_t at = q->same_as >= 0 ? (size_t)q->same_as : q->offset;
-        if (at > s->map_size || bytes > s->map_size - at)
-            return EQ_FAIL(EQ_ERR_INTERNAL, "a read of %zu bytes at %zu past the shared buffer's %zu", bytes, at,
-                           s->map_size);
+        if (q->slot < 0 || q->slot >= EQ_DUMP_SLOTS || at > s->map_size[q->slot] || bytes > s->map_size[q->slot] - at)
+            return EQ_FAIL(EQ_ERR_INTERNAL, "a read of %zu bytes at %zu past the shared buffer's end", bytes, at);
         /* what the file's limit allows its reader to map, the shared buffer's share included */
         if ((double)bytes > s->limits[q->file].memory_mb * (1 << 20))
             return EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s declares %.0f MB, more than reading the file may take (%.0f "
@@ -592,7 +596,8 @@ eq_status eq_dump_server_send(eq_dump_server *s, eq_dump_request *req, int n)
     wire_request *wire = calloc((size_t)(n > 0 ? n : 1), sizeof *wire);
     if (wire == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d requests", n);
     for (int i = 0; i < n; i++)
-        wire[i] = (wire_request){MAGIC, req[i].file, req[i].entry, req[i].offset, req[i].same_as, s->map_size};
+        wire[i] = (wire_request){MAGIC, req[i].file, req[i].entry, req[i].offset, req[i].same_as, req[i].slot,
+                                 s->map_size[req[i].slot]};
     const int sent = put(s->fd, wire, (size_t)n * sizeof *wire);
     free(wire);
     if (sent != 0) {
@@ -632,8 +637,10 @@ void eq_dump_server_close(eq_dump_server *s)
 {
     if (s == NULL) return;
     end_reader(s, 1); /* it has nothing left to do, and may be reading still */
-    if (s->map != NULL) munmap(s->map, s->map_size);
-    if (s->mem_fd >= 0) close(s->mem_fd);
+    for (int k = 0; k < EQ_DUMP_SLOTS; k++) {
+        if (s->map[k] != NULL) munmap(s->map[k], s->map_size[k]);
+        if (s->mem_fd[k] >= 0) close(s->mem_fd[k]);
+    }
     free(s->limits);
     free(s);
 }
@@ -656,18 +663,18 @@ static eq_status read_whole(eq_dump_server *s, int file, const eq_capture *index
         while (first + n < index->count && n < EQ_DUMP_BATCH_MAX) {
             const size_t b = (eq_tensor_bytes(&index->entries[first + n].tensor) + 63) / 64 * 64;
             if (n > 0 && bytes + b > BATCH_BYTES) break;
-            req[n] = (eq_dump_request){file, first + n, bytes, -1, 0};
+            req[n] = (eq_dump_request){file, first + n, bytes, -1, 0, 0};
             bytes += b;
             n++;
         }
-        EQ_TRY(eq_dump_server_reserve(s, bytes > 0 ? bytes : 1));
+        EQ_TRY(eq_dump_server_reserve(s, 0, bytes > 0 ? bytes : 1));
         EQ_TRY(eq_dump_server_send(s, req, n));
         EQ_TRY(eq_dump_server_wait(s));
         for (int k = 0; k < n; k++) {
             eq_capture_entry e = index->entries[first + k];
             eq_tensor t;
             EQ_TRY(eq_tensor_init(&t, e.tensor.dtype, e.tensor.ndim, e.tensor.shape));
-            memcpy(t.data, (char *)eq_dump_server_buffer(s) + req[k].offset, eq_tensor_bytes(&t));
+            memcpy(t.data, (char *)eq_dump_server_buffer(s, 0) + req[k].offset, eq_tensor_bytes(&t));
             e.tensor = t;
             EQ_TRY(eq_capture_add_entry(out, &e));
         }

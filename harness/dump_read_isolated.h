@@ -48,13 +48,17 @@ typedef struct {
     size_t offset;
     long long same_as; /* -1: read */
     int same;          /* the answer of a check */
+    int slot;          /* the shared buffer it reads into */
 } eq_dump_request;
 
-/* Makes the shared buffer at least bytes long (the pointers eq_dump_server_buffer gave before are
- * then stale). */
-eq_status eq_dump_server_reserve(eq_dump_server *s, size_t bytes);
-/* The shared buffer (NULL before the first reserve). */
-void *eq_dump_server_buffer(eq_dump_server *s);
+/* Two shared buffers (slots), so that the reader can fill one while this process reads the other. */
+#define EQ_DUMP_SLOTS 2
+/* Makes shared buffer `slot` at least bytes long (the pointers eq_dump_server_buffer gave for that
+ * slot before are then stale; the other slot's stay). */
+eq_status eq_dump_server_reserve(eq_dump_server *s, int slot, size_t bytes);
+/* Shared buffer `slot` (NULL before its first reserve). */
+void *eq_dump_server_buffer(eq_dump_server *s, int slot);
+
 /* Sends n <= EQ_DUMP_BATCH_MAX requests (the buffer must hold every offset + the entry's bytes),
  * answered in order by eq_dump_server_wait; the reader works on them while this process goes on.
  * One batch at a time (its answers, 8 bytes each, fit the socket's buffer: neither side blocks). */

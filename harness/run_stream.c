@@ -23,6 +23,7 @@ struct eq_run_stream {
     int n_want, cap_want;
     eq_dump_request *req;   /* every read and check of the batch, in order */
     int n_req, cap_req, sent, waited;
+    int slot;               /* the reader's shared buffer this batch reads into (batches alternate) */
     int *at;                /* [n_want * n]: rank r's request for path k (-1: none) */
     size_t bytes;           /* of the shared buffer the batch uses */
     eq_capture *minis;      /* [n]: a rank's capture of one tensor, to assemble it */
@@ -86,6 +87,7 @@ static eq_dump_request *add_request(eq_run_stream *s)
     eq_dump_request *q = &s->req[s->n_req++];
     memset(q, 0, sizeof *q);
     q->same_as = -1;
+    q->slot = s->slot;
     return q;
 }
 
@@ -144,6 +146,7 @@ eq_status eq_run_stream_send(eq_run_stream *s, const char *const *paths, int n)
     int *firsts = malloc((size_t)s->n * sizeof *firsts);
     s->n_want = s->n_req = s->sent = s->waited = 0;
     s->bytes = 0;
+    s->slot = (s->slot + 1) % EQ_DUMP_SLOTS; /* the last batch's stays where it is */
     if (firsts == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %d tensors", n);
     if (n > s->cap_want) {
         char(*want)[EQ_NAME_MAX] = realloc(s->want, (size_t)n * sizeof *want);
@@ -165,7 +168,7 @@ eq_status eq_run_stream_send(eq_run_stream *s, const char *const *paths, int n)
         s->n_want++;
         EQ_TRY(plan_path(s, k, paths[k], firsts));
     }
-    EQ_TRY(eq_dump_server_reserve(s->server, s->bytes > 0 ? s->bytes : 1));
+    EQ_TRY(eq_dump_server_reserve(s->server, s->slot, s->bytes > 0 ? s->bytes : 1));
     EQ_TRY(send_chunk(s));
 cleanup:
     free(firsts);
@@ -193,7 +196,7 @@ static eq_status read_differing(eq_run_stream *s)
         }
     }
     if (s->n_req == first_new) return EQ_OK;
-    eq_status st = eq_dump_server_reserve(s->server, s->bytes);
+    eq_status st = eq_dump_server_reserve(s->server, s->slot, s->bytes);
     for (s->sent = first_new; st == EQ_OK && s->sent < s->n_req;) {
         st = send_chunk(s);
         if (st == EQ_OK) st = eq_dump_server_wait(s->server);
@@ -230,7 +233,7 @@ eq_status eq_run_stream_receive(eq_run_stream *s, eq_capture *out)
         EQ_TRY(eq_dump_server_wait(s->server));
     }
     EQ_TRY(read_differing(s));
-    char *buffer = eq_dump_server_buffer(s->server);
+    char *buffer = eq_dump_server_buffer(s->server, s->slot);
     for (int k = 0; k < s->n_want; k++) {
         if (!s->assemble) {
             const eq_dump_request *q = &s->req[s->at[(size_t)k * (size_t)s->n]];

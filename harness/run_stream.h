@@ -21,10 +21,13 @@ eq_status eq_run_stream_open(const char *path, eq_run_stream **out);
 /* The run: its meta and every tensor in capture order, with its full shape, dtype and role, and no
  * data (tensor.data NULL). */
 const eq_capture *eq_run_stream_index(const eq_run_stream *s);
-/* Asks for the tensors at these paths (each in the index); the reader starts on them at once. */
+/* Asks for the tensors at these paths (each in the index); the reader starts on them at once. One
+ * batch at a time: receive it before sending the next. */
 eq_status eq_run_stream_send(eq_run_stream *s, const char *const *paths, int n);
 /* The tensors asked for, into out (initialised here: meta, the entries in the order asked, and the
- * findings of their assembly), valid until the next send. */
+ * findings of their assembly). A file of full tensors' borrow the reader's shared buffer, which has
+ * two slots that batches take in turn: they stay valid through the next send (the reader may read
+ * the next batch while this one is compared) until the one after. */
 eq_status eq_run_stream_receive(eq_run_stream *s, eq_capture *out);
 /* Bytes the run's tensors hold in all (for progress). */
 double eq_run_stream_bytes(const eq_run_stream *s);

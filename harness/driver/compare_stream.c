@@ -67,7 +67,7 @@ static eq_status append_results(eq_comparison *out, const void *results, int cou
 }
 
 /* Appends the batch's results and findings to out. */
-static eq_status take_batch(eq_comparison *out, eq_comparison *batch)
+static eq_status take_batch(eq_comparison *out, const eq_comparison *batch)
 {
     return append_results(out, batch->results, batch->count, batch->findings, batch->n_findings);
 }
@@ -148,40 +148,59 @@ static void dtype_checks_begin(const eq_stream_compare *c, dtype_checks *d)
     if (c->truth != NULL) eq_dtype_check_begin(&d->run[2], eq_run_stream_index(c->truth));
 }
 
-/* Reads the formed batch (its first n tensors of ask) from both runs' readers at once (and the
- * truth's), compares it into batch (evidence only) and adds its tensors to the dtype checks. */
-static eq_status compare_batch(const eq_stream_compare *c, const path_list *ask, const path_list *ask_truth, int n,
-                               const eq_tolerance *tol, const eq_tolerance *grad_tol, eq_expect expect,
-                               dtype_checks *dtype, eq_comparison *batch)
+/* A batch in flight: what each run is asked for, then what came back. */
+typedef struct {
+    path_list ask, ask_truth;
+    int first, n;       /* the reference's tensors [first, first + n) */
+    int64_t number;     /* the batch's number, from 0 in the reference's order */
+    eq_capture got[3];  /* reference, test, truth */
+} batch_io;
+
+static void batch_io_release(batch_io *b)
 {
-    eq_status st = EQ_OK;
-    const int truth = c->truth != NULL;
-    eq_capture got_ref, got_test, got_truth;
-    eq_capture_init(&got_ref);
-    eq_capture_init(&got_test);
-    eq_capture_init(&got_truth);
-    /* both readers (and the truth's) work at once */
-    EQ_TRY(eq_run_stream_send(c->ref, ask->paths, ask->n));
-    EQ_TRY(eq_run_stream_send(c->test, ask->paths, ask->n));
-    if (truth && ask_truth->n > 0) EQ_TRY(eq_run_stream_send(c->truth, ask_truth->paths, ask_truth->n));
-    EQ_TRY(eq_run_stream_receive(c->ref, &got_ref));
-    EQ_TRY(eq_run_stream_receive(c->test, &got_test));
-    if (truth && ask_truth->n > 0) EQ_TRY(eq_run_stream_receive(c->truth, &got_truth));
-    if (c->check_dtype) {
-        eq_dtype_check_add(&dtype->run[0], &got_ref);
-        eq_dtype_check_add(&dtype->run[1], &got_test);
-        if (truth) eq_dtype_check_add(&dtype->run[2], &got_truth);
-    }
-    const eq_capture ref_batch = view_of(&got_ref, n, &c->ref_meta), test_batch = view_of(&got_test, n, &c->test_meta);
-    got_ref.meta = c->ref_meta; /* the bound reads the layouts from the captures with the operands */
-    got_test.meta = c->test_meta;
-    EQ_TRY(eq_compare_evidence(&ref_batch, &test_batch, &got_ref, &got_test, truth ? &got_truth : NULL, tol, grad_tol,
-                               expect, batch));
-cleanup:
-    eq_capture_free(&got_ref);
-    eq_capture_free(&got_test);
-    eq_capture_free(&got_truth);
+    for (int k = 0; k < 3; k++) eq_capture_free(&b->got[k]);
+}
+
+static void batch_io_free(batch_io *b)
+{
+    batch_io_release(b);
+    free(b->ask.paths);
+    free(b->ask_truth.paths);
+}
+
+/* Asks both runs' readers (and the truth's) for the batch: they read it while this process goes on. */
+static eq_status send_batch(const eq_stream_compare *c, const batch_io *b)
+{
+    eq_status st = eq_run_stream_send(c->ref, b->ask.paths, b->ask.n);
+    if (st == EQ_OK) st = eq_run_stream_send(c->test, b->ask.paths, b->ask.n);
+    if (st == EQ_OK && c->truth != NULL && b->ask_truth.n > 0)
+        st = eq_run_stream_send(c->truth, b->ask_truth.paths, b->ask_truth.n);
     return st;
+}
+
+static eq_status receive_batch(const eq_stream_compare *c, batch_io *b)
+{
+    eq_status st = eq_run_stream_receive(c->ref, &b->got[0]);
+    if (st == EQ_OK) st = eq_run_stream_receive(c->test, &b->got[1]);
+    if (st == EQ_OK && c->truth != NULL && b->ask_truth.n > 0) st = eq_run_stream_receive(c->truth, &b->got[2]);
+    return st;
+}
+
+/* The evidence of a received batch (its first n tensors of each run) into batch; its tensors added
+ * to the dtype checks. */
+static eq_status batch_evidence(const eq_stream_compare *c, batch_io *b, const eq_tolerance *tol,
+                                const eq_tolerance *grad_tol, eq_expect expect, dtype_checks *dtype,
+                                eq_comparison *batch)
+{
+    const int truth = c->truth != NULL;
+    if (c->check_dtype)
+        for (int k = 0; k < (truth ? 3 : 2); k++) eq_dtype_check_add(&dtype->run[k], &b->got[k]);
+    const eq_capture ref_batch = view_of(&b->got[0], b->n, &c->ref_meta),
+                     test_batch = view_of(&b->got[1], b->n, &c->test_meta);
+    b->got[0].meta = c->ref_meta; /* the bound reads the layouts from the captures with the operands */
+    b->got[1].meta = c->test_meta;
+    return eq_compare_evidence(&ref_batch, &test_batch, &b->got[0], &b->got[1], truth ? &b->got[2] : NULL, tol,
+                               grad_tol, expect, batch);
 }
 
 /* out before the first batch: the runs as the report names them, the tolerances, the expectation. */
@@ -219,36 +238,122 @@ static const eq_gemm_site *gemm_sites(const eq_stream_compare *c)
     return model != NULL ? model->gemm_sites : NULL;
 }
 
+/* What a process does with each batch it compares, in batch order: evidence and the batch's own
+ * dtype checks. */
+typedef eq_status (*batch_done)(void *ctx, const batch_io *b, const dtype_checks *dtype, const eq_comparison *batch);
+
+/* From (first, number) on, the start and number of the next batch numbered rank modulo size. */
+static void next_batch(const eq_capture *ref, int rank, int size, int *first, int64_t *number)
+{
+    while (*first < ref->count && *number % size != rank) {
+        *first += batch_length(ref, *first);
+        (*number)++;
+    }
+}
+
+static eq_status start_batch(const eq_stream_compare *c, const eq_gemm_site *sites, int first, int64_t number,
+                             batch_io *b)
+{
+    b->first = first;
+    b->number = number;
+    eq_status st = form_batch(c, sites, first, &b->ask, &b->ask_truth, &b->n);
+    return st == EQ_OK ? send_batch(c, b) : st;
+}
+
+/* The reference's bytes in the batch that starts at `first`. */
+static double batch_bytes(const eq_capture *ref, int first)
+{
+    double bytes = 0.0;
+    for (int i = first, n = batch_length(ref, first); i < first + n; i++)
+        bytes += (double)eq_tensor_bytes(&ref->entries[i].tensor);
+    return bytes;
+}
+
+/* Compares the batches numbered rank, rank + size, ... (one process: every batch), handing each to
+ * done. The readers read batch k + 1 while this process compares batch k where batch k + 1 holds
+ * at most EQ_STREAM_BATCH_BYTES: then two batches are in memory at a time, a constant; a tensor
+ * larger than that is read once the one before is done, so it takes 3x its size at most (the
+ * reference's, the test run's parts and their assembly), less than twice its pair. */
+static eq_status run_batches(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
+                             eq_expect expect, int rank, int size, batch_done done, void *ctx)
+{
+    eq_status st = EQ_OK;
+    const eq_capture *ref = eq_run_stream_index(c->ref);
+    const eq_gemm_site *sites = gemm_sites(c);
+    batch_io io[2];
+    eq_comparison batch;
+    dtype_checks dtype;
+    memset(io, 0, sizeof io);
+    memset(&batch, 0, sizeof batch);
+    int cur = 0, first = 0, sent = 0;
+    int64_t number = 0;
+    next_batch(ref, rank, size, &first, &number);
+    while (first < ref->count) {
+        batch_io *b = &io[cur];
+        if (!sent) EQ_TRY(start_batch(c, sites, first, number, b));
+        EQ_TRY(receive_batch(c, b));
+        int after = b->first + b->n;
+        int64_t next = b->number + 1;
+        next_batch(ref, rank, size, &after, &next);
+        sent = after < ref->count && batch_bytes(ref, after) <= EQ_STREAM_BATCH_BYTES;
+        if (sent) EQ_TRY(start_batch(c, sites, after, next, &io[cur ^ 1]));
+        dtype_checks_begin(c, &dtype);
+        EQ_TRY(batch_evidence(c, b, tol, grad_tol, expect, &dtype, &batch));
+        batch_io_release(b);
+        EQ_TRY(done(ctx, b, &dtype, &batch));
+        eq_comparison_free(&batch);
+        first = after;
+        number = next;
+        cur ^= 1;
+    }
+cleanup:
+    eq_comparison_free(&batch);
+    batch_io_free(&io[0]);
+    batch_io_free(&io[1]);
+    return st;
+}
+
+/* The progress of the batches a process compares. */
+typedef struct {
+    const eq_stream_compare *c;
+    double start, done_bytes;
+} progress_state;
+
+static void batch_progress(progress_state *p, const batch_io *b)
+{
+    const eq_capture *ref = eq_run_stream_index(p->c->ref);
+    for (int i = b->first; i < b->first + b->n; i++) p->done_bytes += 2.0 * (double)eq_tensor_bytes(&ref->entries[i].tensor);
+    show_progress(p->c, b->first + b->n, ref->count, p->done_bytes, p->start);
+}
+
+/* One process: every batch's results into the comparison, its dtype checks into the run's. */
+typedef struct {
+    progress_state progress;
+    eq_comparison *out;
+    dtype_checks *dtype;
+} whole_state;
+
+static eq_status take_whole(void *ctx, const batch_io *b, const dtype_checks *dtype, const eq_comparison *batch)
+{
+    whole_state *w = ctx;
+    for (int k = 0; w->progress.c->check_dtype && k < 3; k++) eq_dtype_check_merge(&w->dtype->run[k], &dtype->run[k]);
+    eq_status st = take_batch(w->out, batch);
+    batch_progress(&w->progress, b);
+    return st;
+}
+
 eq_status eq_compare_streams(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
                              eq_expect expect, const eq_case *kase, eq_comparison *out)
 {
     eq_status st = EQ_OK;
-    const eq_capture *ref = eq_run_stream_index(c->ref);
-    path_list ask = {0}, ask_truth = {0};
-    eq_comparison batch;
     dtype_checks dtype;
-    memset(&batch, 0, sizeof batch);
     EQ_TRY(begin_comparison(c, tol, grad_tol, expect, out));
     dtype_checks_begin(c, &dtype);
-    const eq_gemm_site *sites = gemm_sites(c);
-    const double total = eq_run_stream_bytes(c->ref) + eq_run_stream_bytes(c->test), start = now_s();
-    double done_bytes = 0.0;
-    eq_progress_work(c->progress, total);
-    for (int first = 0; first < ref->count;) {
-        int n = 0;
-        EQ_TRY(form_batch(c, sites, first, &ask, &ask_truth, &n));
-        EQ_TRY(compare_batch(c, &ask, &ask_truth, n, tol, grad_tol, expect, &dtype, &batch));
-        EQ_TRY(take_batch(out, &batch));
-        eq_comparison_free(&batch);
-        for (int i = first; i < first + n; i++) done_bytes += 2.0 * (double)eq_tensor_bytes(&ref->entries[i].tensor);
-        first += n;
-        show_progress(c, first, ref->count, done_bytes, start);
-    }
+    eq_progress_work(c->progress, eq_run_stream_bytes(c->ref) + eq_run_stream_bytes(c->test));
+    whole_state w = {{c, now_s(), 0.0}, out, &dtype};
+    EQ_TRY(run_batches(c, tol, grad_tol, expect, 0, 1, take_whole, &w));
     EQ_TRY(end_comparison(c, &dtype, kase, out));
 cleanup:
-    eq_comparison_free(&batch);
-    free(ask.paths);
-    free(ask_truth.paths);
     if (st != EQ_OK) eq_comparison_free(out);
     return st;
 }
@@ -298,46 +403,36 @@ cleanup:
     return st;
 }
 
+/* --comm mpi: each batch this process compares as a record of its part. */
+typedef struct {
+    progress_state progress;
+    byte_buffer bytes;
+} part_state;
+
+static eq_status take_part(void *ctx, const batch_io *b, const dtype_checks *dtype, const eq_comparison *batch)
+{
+    part_state *p = ctx;
+    eq_status st = put_batch(&p->bytes, b->number, dtype, batch);
+    batch_progress(&p->progress, b);
+    return st;
+}
+
 eq_status eq_compare_streams_part(const eq_stream_compare *c, const eq_tolerance *tol, const eq_tolerance *grad_tol,
                                   eq_expect expect, int rank, int size, void **part, size_t *part_bytes)
 {
     eq_status st = EQ_OK;
-    const eq_capture *ref = eq_run_stream_index(c->ref);
-    path_list ask = {0}, ask_truth = {0};
-    byte_buffer bytes = {0};
-    eq_comparison batch, none;
-    dtype_checks fresh, dtype;
-    memset(&batch, 0, sizeof batch);
+    eq_comparison none;
+    part_state p = {{c, now_s(), 0.0}, {0}};
     *part = NULL;
     *part_bytes = 0;
     EQ_TRY(begin_comparison(c, tol, grad_tol, expect, &none)); /* every process checks the paths */
-    dtype_checks_begin(c, &fresh);
-    const eq_gemm_site *sites = gemm_sites(c);
-    const double total = eq_run_stream_bytes(c->ref) + eq_run_stream_bytes(c->test), start = now_s();
-    double done_bytes = 0.0;
-    eq_progress_work(c->progress, total / size);
-    int64_t number = 0;
-    for (int first = 0; first < ref->count; number++) {
-        int n = batch_length(ref, first);
-        if (number % size == rank) {
-            EQ_TRY(form_batch(c, sites, first, &ask, &ask_truth, &n));
-            dtype = fresh;
-            EQ_TRY(compare_batch(c, &ask, &ask_truth, n, tol, grad_tol, expect, &dtype, &batch));
-            EQ_TRY(put_batch(&bytes, number, &dtype, &batch));
-            eq_comparison_free(&batch);
-            for (int i = first; i < first + n; i++) done_bytes += 2.0 * (double)eq_tensor_bytes(&ref->entries[i].tensor);
-            show_progress(c, first + n, ref->count, done_bytes, start);
-        }
-        first += n;
-    }
-    *part = bytes.bytes;
-    *part_bytes = bytes.n;
-    bytes.bytes = NULL;
+    eq_progress_work(c->progress, (eq_run_stream_bytes(c->ref) + eq_run_stream_bytes(c->test)) / size);
+    EQ_TRY(run_batches(c, tol, grad_tol, expect, rank, size, take_part, &p));
+    *part = p.bytes.bytes;
+    *part_bytes = p.bytes.n;
+    p.bytes.bytes = NULL;
 cleanup:
-    eq_comparison_free(&batch);
-    free(bytes.bytes);
-    free(ask.paths);
-    free(ask_truth.paths);
+    free(p.bytes.bytes);
     return st;
 }
 
