@@ -1,0 +1,190 @@
+/* The isolated reader's process (harness/dump_read_isolated.h): it opens a run's files, sends
+ * their indexes, then reads what the parent asks for into the shared buffers, under the limits. */
+#define _GNU_SOURCE /* MAP_SHARED buffers, /proc */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "harness/dump.h"
+#include "harness/dump_read_wire.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+
+static void send_error(int fd, eq_status st)
+{
+    if (put_u32(fd, MAGIC) || put_u32(fd, KIND_ERROR) || put_u32(fd, (uint32_t)st) || put_text(fd, eq_error_message()))
+        return;
+    put_text(fd, eq_error_where());
+}
+
+static int send_index(int fd, const eq_capture *cap)
+{
+    if (put_u32(fd, MAGIC) || put_u32(fd, KIND_INDEX) || put(fd, &cap->meta, sizeof cap->meta) ||
+        put_u32(fd, (uint32_t)cap->count))
+        return -1;
+    for (int i = 0; i < cap->count; i++)
+        if (put(fd, &cap->entries[i], sizeof cap->entries[i])) return -1;
+    return 0;
+}
+
+/* The address space this process has mapped now (so the limit is what the read may add). */
+static rlim_t mapped_bytes(void)
+{
+    unsigned long long pages = 0;
+    FILE *fp = fopen("/proc/self/statm", "r");
+    if (fp == NULL) return 0;
+    if (fscanf(fp, "%llu", &pages) != 1) pages = 0;
+    fclose(fp);
+    return (rlim_t)(pages * (unsigned long long)sysconf(_SC_PAGESIZE));
+}
+
+/* CPU seconds this process has used, rounded up. */
+static rlim_t cpu_used(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (rlim_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1;
+}
+
+/* Sets the soft limit of resource (at most its hard limit, which stays: a later read may need a
+ * higher soft limit than this one's). */
+static void set_soft_limit(int resource, rlim_t soft)
+{
+    struct rlimit rl;
+    if (getrlimit(resource, &rl) != 0) return;
+    rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && soft > rl.rlim_max ? rl.rlim_max : soft;
+    setrlimit(resource, &rl);
+}
+
+static void limit_to(double timeout_s, double memory_mb)
+{
+    set_soft_limit(RLIMIT_CPU, cpu_used() + (rlim_t)timeout_s + 1);
+    if (!UNDER_ASAN) set_soft_limit(RLIMIT_AS, mapped_bytes() + (rlim_t)(memory_mb * (1 << 20)));
+}
+
+/* The child's side of a request; 0 to go on, -1 to end. */
+typedef struct {
+    int fd, mem_fd[EQ_DUMP_SLOTS];
+    char *map[EQ_DUMP_SLOTS];
+    size_t map_size[EQ_DUMP_SLOTS];
+    void *scratch; /* a replica's bytes, for a check */
+    size_t scratch_size;
+} child_state;
+
+static int serve(child_state *c, const wire_request *q, eq_dump_file **files, const eq_capture *index, int n,
+                 const read_limits *limits)
+{
+    if (q->magic != MAGIC || q->file < 0 || q->file >= n || q->entry < 0 || q->entry >= index[q->file].count ||
+        q->slot < 0 || q->slot >= EQ_DUMP_SLOTS)
+        return -1;
+    const eq_tensor *shape = &index[q->file].entries[q->entry].tensor;
+    const size_t bytes = eq_tensor_bytes(shape);
+    const int k = q->slot;
+    if (q->map_size != c->map_size[k]) { /* the parent grew the buffer */
+        if (c->map[k] != NULL) munmap(c->map[k], c->map_size[k]);
+        c->map[k] = mmap(NULL, q->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, c->mem_fd[k], 0);
+        c->map_size[k] = c->map[k] == MAP_FAILED ? 0 : q->map_size;
+        if (c->map[k] == MAP_FAILED) return -1;
+    }
+    char *map = c->map[k];
+    const size_t end = q->same_as >= 0 ? (size_t)q->same_as : q->offset;
+    if (end > c->map_size[k] || bytes > c->map_size[k] - end) return -1;
+    limit_to(tensor_timeout(bytes), limits[q->file].memory_mb);
+    void *into = map + q->offset;
+    if (q->same_as >= 0) {
+        if (bytes > c->scratch_size) {
+            free(c->scratch);
+            c->scratch_size = 0;
+            if ((c->scratch = malloc(bytes)) == NULL) {
+                send_error(c->fd, EQ_FAIL(EQ_ERR_NOMEM, "no memory for %zu bytes", bytes));
+                return -1;
+            }
+            c->scratch_size = bytes;
+        }
+        into = c->scratch;
+    }
+    eq_status st = eq_dump_read_entry(files[q->file], q->entry, shape, into);
+    if (st != EQ_OK) {
+        send_error(c->fd, st);
+        return -1;
+    }
+    uint32_t kind = q->same_as < 0 ? KIND_DONE : memcmp(c->scratch, map + q->same_as, bytes) == 0 ? KIND_SAME
+                                                                                                   : KIND_DIFFERS;
+    return put_u32(c->fd, MAGIC) || put_u32(c->fd, kind) ? -1 : 0;
+}
+
+/* Closes every descriptor but standard input, output and error and the two kept: another reader's
+ * socket, inherited at fork, would keep that reader from seeing its parent close it. */
+static void close_others(int keep1, int keep2, int keep3)
+{
+    int fds[1024], n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL) return;
+    for (struct dirent *e; (e = readdir(d)) != NULL && n < 1024;) {
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (*end == '\0' && end != e->d_name && fd > 2 && fd != keep1 && fd != keep2 && fd != keep3 && fd != dirfd(d))
+            fds[n++] = (int)fd;
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) close(fds[i]);
+}
+
+_Noreturn void eq_dump_reader_main(int fd, const int *mem_fd, const char *const *paths, const read_limits *limits, int n)
+{
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    close_others(fd, mem_fd[0], mem_fd[1]);
+    signal(SIGXCPU, SIG_DFL); /* the CPU limit ends the reader, whatever the parent set */
+    /* what a crashing library or a sanitizer prints is not equiv's one line: the parent speaks */
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) {
+        dup2(devnull, STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO);
+        close(devnull);
+    }
+    eq_dump_file **files = calloc((size_t)n, sizeof *files);
+    eq_capture *index = calloc((size_t)n, sizeof *index);
+    if (files == NULL || index == NULL) {
+        send_error(fd, EQ_FAIL(EQ_ERR_NOMEM, "no memory to open %d files", n));
+        _exit(0);
+    }
+    for (int i = 0; i < n; i++) {
+        limit_to(limits[i].timeout_s, limits[i].memory_mb);
+        eq_status st = eq_dump_open(paths[i], &files[i], &index[i]);
+        if (st != EQ_OK) {
+            send_error(fd, st);
+            _exit(0);
+        }
+        if (send_index(fd, &index[i])) _exit(0);
+    }
+    child_state c = {fd, {mem_fd[0], mem_fd[1]}, {NULL, NULL}, {0, 0}, NULL, 0};
+    for (;;) {
+        wire_request q;
+        size_t got = 0;
+        while (got < sizeof q) {
+            ssize_t r = recv(fd, (char *)&q + got, sizeof q - got, 0);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) _exit(0); /* the parent is done */
+            got += (size_t)r;
+        }
+        if (serve(&c, &q, files, index, n, limits)) _exit(0);
+    }
+}
