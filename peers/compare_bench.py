@@ -14,6 +14,7 @@ Printed per configuration: medians of wall time and peak memory (equiv's own pro
 the readers' shared buffer; the readers' peak beside it), the median of the pairs' ratios
 equiv / peer (issue 29: at most 0.7), and equiv over reading the files once.
 
+COMPARE_BENCH_ARGS: more options, for `meson test --benchmark` (which passes EQUIV alone).
 --huge GB: one more configuration of GB in all (two runs of GB / 2, fp32 dp4), compared by equiv
 alone, to show that memory stays bounded whatever the size: written only where the disk has room
 (else said and skipped), deleted after. Timings, not a test: it fails only if a program does.
@@ -21,6 +22,7 @@ alone, to show that memory stays bounded whatever the size: written only where t
 import argparse
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -110,7 +112,8 @@ def main():
     p.add_argument("--pairs", type=int, default=3)
     p.add_argument("--dir")
     p.add_argument("--huge", type=float)
-    args = p.parse_args()
+    # meson's benchmark passes EQUIV alone: COMPARE_BENCH_ARGS adds options ("--huge 100")
+    args = p.parse_args(sys.argv[1:] + shlex.split(os.environ.get("COMPARE_BENCH_ARGS", "")))
     out = args.dir or tempfile.mkdtemp(prefix="equiv_compare_bench_")
     os.makedirs(out, exist_ok=True)
     print(f"equiv compare vs the numpy peer, {args.pairs} pairs each, {os.cpu_count()} cores, "
