@@ -174,7 +174,8 @@ eq_status eq_capture_name_dims(eq_capture *cap, const eq_dims_rule *rules);
 /* The entry with this path (the first, if two share it), or NULL. */
 const eq_capture_entry *eq_capture_find(const eq_capture *cap, const char *path);
 /* Brings the path index up to date after entries were appended other than through the
- * eq_capture_add family (read from a pipe: harness/dump_read_isolated.c). Without memory for it,
+ * eq_capture_add family (entries copied in whole, as an index read from a reader process:
+ * harness/dump_read_isolated.c). Without memory for it,
  * eq_capture_find searches in order: slower, the same answers. */
 void eq_capture_reindex(eq_capture *cap);
 
