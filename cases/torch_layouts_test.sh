@@ -72,6 +72,11 @@ check 0 ep1 dp4-ep2 "dp4-tp1-ep2 vs dp1-tp1"
 check 1 ep1 dp4-ep2-bug "blocks.0.experts.0.w1.grad (grad) should be replicated over dp but differs: rank 2 (dp 2, tp 0, ep 0)"
 check 1 ep1 ep2-route 'it starts at `blocks.0.moe.out`'
 
+# the HTML report's section heading names the full layout too
+"$equiv" compare "$work/pp1" "$work/dp2-pp2" --out "$work/html" >/dev/null 2>&1
+grep -q ": dp2-tp1-pp2 vs dp1-tp1</h2>" "$work/html/report.html" && echo "ok: report.html: dp2-tp1-pp2 vs dp1-tp1" ||
+    { echo "FAIL: report.html's heading: $(grep -o '<h2>[^<]*</h2>' "$work/html/report.html" | head -2)"; fail=1; }
+
 # a rank's file with a pp it does not place itself in, and a world that does not match its groups
 cp -r "$work/pp2" "$work/pp2-bad"
 "$py" -c "import h5py, sys; f = h5py.File(sys.argv[1], 'a'); del f.attrs['pp_rank']" "$work/pp2-bad/rank00001.h5"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness/run_cell.h"
+#include "harness/run_layout.h"
 #include "reports/how_to_read.h"
 #include "reports/plot_svg.h"
 #include "reports/report.h"
@@ -193,7 +194,9 @@ static eq_status write_case(FILE *out, const eq_comparison *cmps, int *members, 
     const eq_run_meta *t = &cmps[members[0]].test_meta, *r = &cmps[members[0]].ref_meta;
     fprintf(out, "<section class=\"case\">\n<h2>");
     eq_svg_escape(out, t->case_name);
-    fprintf(out, ": dp%d-tp%d vs dp%d-tp%d</h2>\n<div class=\"row\">\n", t->dp, t->tp, r->dp, r->tp);
+    char test_layout[96], ref_layout[96]; /* "dp2-tp1-pp2": every group the runs have */
+    fprintf(out, ": %s vs %s</h2>\n<div class=\"row\">\n", eq_layout_name_of(t, test_layout, sizeof test_layout),
+            eq_layout_name_of(r, ref_layout, sizeof ref_layout));
     for (int i = 0; i < n_members; i++) EQ_TRY(write_comparison(out, &cmps[members[i]], members[i]));
     fprintf(out, "</div>\n</section>\n");
 cleanup:
