@@ -174,21 +174,8 @@ eq_status eq_run_files(const char *path, char ***files, int *n)
     return EQ_OK;
 }
 
-/* Reads n files into caps (n of them), by read_many where given (one reader process for all),
- * else one by one with read. */
-typedef eq_status (*dump_reader_many)(const char *const *paths, int n, eq_capture *out);
-static eq_status read_files(const char *const *paths, int n, eq_dump_reader read, dump_reader_many read_many,
-                            eq_capture *caps)
-{
-    if (read_many != NULL) return read_many(paths, n, caps);
-    for (int i = 0; i < n; i++) {
-        eq_status st = read(paths[i], &caps[i]);
-        if (st != EQ_OK) return st;
-    }
-    return EQ_OK;
-}
-
-static eq_status load(const char *path, eq_dump_reader read, dump_reader_many read_many, eq_capture *out)
+/* eq_run_load_with: every file read whole by read, then assembled (eq_run_load streams instead). */
+static eq_status load(const char *path, eq_dump_reader read, eq_capture *out)
 {
     eq_status st = EQ_OK;
     char **paths = NULL;
@@ -200,7 +187,7 @@ static eq_status load(const char *path, eq_dump_reader read, dump_reader_many re
         st = EQ_FAIL(EQ_ERR_NOMEM, "no memory for the %d rank files of %s", n, path);
         goto cleanup;
     }
-    EQ_TRY(read_files((const char *const *)paths, n, read, read_many, ranks));
+    for (int i = 0; i < n; i++) EQ_TRY(read(paths[i], &ranks[i]));
     EQ_TRY(eq_run_kind(path, (const char *const *)paths, n, ranks, &assemble));
     if (assemble) {
         EQ_TRY(eq_run_assemble(ranks, (const char *const *)paths, n, out));
@@ -268,4 +255,4 @@ cleanup:
     return st;
 }
 
-eq_status eq_run_load_with(const char *path, eq_dump_reader read, eq_capture *out) { return load(path, read, NULL, out); }
+eq_status eq_run_load_with(const char *path, eq_dump_reader read, eq_capture *out) { return load(path, read, out); }

@@ -22,7 +22,7 @@ struct eq_run_stream {
     char (*want)[EQ_NAME_MAX];
     int n_want, cap_want;
     eq_dump_request *req;   /* every read and check of the batch, in order */
-    int n_req, cap_req, sent, waited;
+    int n_req, cap_req, sent; /* requests [0, sent) are sent */
     int slot;               /* the reader's shared buffer this batch reads into (batches alternate) */
     int *at;                /* [n_want * n]: rank r's request for path k (-1: none) */
     size_t bytes;           /* of the shared buffer the batch uses */
@@ -134,17 +134,16 @@ static eq_status plan_path(eq_run_stream *s, int k, const char *path, int *first
 /* Sends the next chunk of the batch's requests. */
 static eq_status send_chunk(eq_run_stream *s)
 {
-    const int n = s->n_req - s->sent < EQ_DUMP_BATCH_MAX ? s->n_req - s->sent : EQ_DUMP_BATCH_MAX;
-    s->waited = s->sent;
+    const int start = s->sent, n = s->n_req - start < EQ_DUMP_BATCH_MAX ? s->n_req - start : EQ_DUMP_BATCH_MAX;
     s->sent += n;
-    return eq_dump_server_send(s->server, s->req + s->waited, n);
+    return eq_dump_server_send(s->server, s->req + start, n);
 }
 
 eq_status eq_run_stream_send(eq_run_stream *s, const char *const *paths, int n)
 {
     eq_status st = EQ_OK;
     int *firsts = malloc((size_t)s->n * sizeof *firsts);
-    s->n_want = s->n_req = s->sent = s->waited = 0;
+    s->n_want = s->n_req = s->sent = 0;
     s->bytes = 0;
     s->slot = (s->slot + 1) % EQ_DUMP_SLOTS; /* the last batch's stays where it is */
     if (firsts == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %d tensors", n);
