@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/base/clock.h"
 #include "harness/base/env.h"
 
 #define PREFIX "equiv progress: " /* LINES; a terminal's line goes without it */
@@ -20,9 +21,7 @@ static void maybe_write(eq_progress *p);
 static double monotonic_seconds(void *ctx)
 {
     (void)ctx;
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    return eq_monotonic_seconds();
 }
 
 eq_progress_mode eq_progress_mode_for(FILE *stream, int verbose)

@@ -7,18 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "harness/base/clock.h"
 #include "harness/read_scale_fixtures.h"
 #include "harness/run_load.h"
-
-static double seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static double megabytes(const char *path)
 {
@@ -30,9 +23,9 @@ static double megabytes(const char *path)
 static int time_load(const char *path, const char *what, int units, const char *unit, double mb)
 {
     eq_capture cap;
-    const double t0 = seconds();
+    const double t0 = eq_monotonic_seconds();
     eq_status st = eq_run_load(path, &cap);
-    const double took = seconds() - t0;
+    const double took = eq_monotonic_seconds() - t0;
     if (st != EQ_OK) {
         printf("%-28s not read: %s\n", what, eq_error_message());
         eq_error_clear();

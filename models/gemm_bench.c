@@ -3,18 +3,11 @@
  * all-reduce of its tp = 4 partials. Prints GFLOP/s and GB/s; asserts nothing about speed. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "harness/base/clock.h"
 #include "harness/base/rng.h"
 #include "models/backend.h"
 #include "reductions/collectives.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 int main(int argc, char **argv)
 {
@@ -29,9 +22,9 @@ int main(int argc, char **argv)
             return 1;
         eq_rng_fill_normal(&a, 1, "a", 1.0);
         eq_rng_fill_normal(&b, 1, "b", 0.015625);
-        double t0 = now();
+        double t0 = eq_monotonic_seconds();
         if (eq_backend_cpu.gemm_nt(dtypes[d], M, N, K, a.data, K, b.data, K, c.data, N) != EQ_OK) return 1;
-        double s = now() - t0;
+        double s = eq_monotonic_seconds() - t0;
         printf("gemm %s [%lld x %lld x %lld]: %.3f s, %.1f GFLOP/s\n", eq_dtype_name(dtypes[d]), (long long)M,
                (long long)N, (long long)K, s, 2.0 * (double)M * N * K / s * 1e-9);
 
@@ -43,9 +36,9 @@ int main(int argc, char **argv)
             for (size_t i = 0; i < eq_tensor_bytes(&c); i++) ((char *)bufs[r])[i] = ((char *)c.data)[i];
         }
         eq_group g = eq_group_sim(4, EQ_ALGO_RING);
-        t0 = now();
+        t0 = eq_monotonic_seconds();
         if (eq_all_reduce(&g, bufs, (size_t)(M * N), dtypes[d], EQ_REDOP_SUM) != EQ_OK) return 1;
-        s = now() - t0;
+        s = eq_monotonic_seconds() - t0;
         printf("all_reduce ring %s, 4 ranks x %lld elements: %.3f s, %.2f GB/s of input\n", eq_dtype_name(dtypes[d]),
                (long long)(M * N), s, 4.0 * (double)eq_tensor_bytes(&c) / s * 1e-9);
         for (int r = 0; r < 4; r++) free(bufs[r]);

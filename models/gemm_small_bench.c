@@ -4,17 +4,10 @@
  * asserts nothing about speed. Compare the variants: the small kernel (models/gemm_small.c) and
  * padding (EQUIV_CPU_GEMM=padded). */
 #include <stdio.h>
-#include <time.h>
 
+#include "harness/base/clock.h"
 #include "harness/base/rng.h"
 #include "models/backend.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 int main(void)
 {
@@ -34,10 +27,10 @@ int main(void)
             eq_rng_fill_normal(&a, 1, "a", 1.0);
             eq_rng_fill_normal(&b, 1, "b", 0.0625);
             const int calls = 2000;
-            const double t0 = now();
+            const double t0 = eq_monotonic_seconds();
             for (int i = 0; i < calls; i++)
                 if (eq_backend_cpu.gemm_nt(dtypes[d], M, N, K, a.data, K, b.data, K, c.data, N) != EQ_OK) return 1;
-            const double per_call = (now() - t0) / calls;
+            const double per_call = (eq_monotonic_seconds() - t0) / calls;
             printf("gemm %s [%lld x %lld x %lld]: %.1f us per call, %.2f GFLOP/s\n", eq_dtype_name(dtypes[d]),
                    (long long)M, (long long)N, (long long)K, per_call * 1e6,
                    2.0 * (double)M * N * K / per_call * 1e-9);

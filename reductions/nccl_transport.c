@@ -13,6 +13,7 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
+#include "harness/base/clock.h"
 #include "reductions/cuda_device.h"
 #include "reductions/fold.h"
 
@@ -49,13 +50,6 @@ eq_status eq_collective_timeout_s(double *out)
     return EQ_OK;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Every communicator of the world aborted: after one failed, the others may wait on it forever. */
 static void abort_world(eq_nccl_world *w)
 {
@@ -82,7 +76,7 @@ static eq_status fail_nccl(axis_comm *c, const char *what, ncclResult_t r)
  * on the communicator, or the timeout passes. Never returns with the operation pending. */
 static eq_status wait_for(axis_comm *c, const char *what, int on_stream)
 {
-    const double start = now_s();
+    const double start = eq_monotonic_seconds();
     const struct timespec pause = {0, POLL_NS};
     for (;;) {
         ncclResult_t async = ncclSuccess;
@@ -100,7 +94,7 @@ static eq_status wait_for(axis_comm *c, const char *what, int on_stream)
                                cudaGetErrorName(q));
             }
         }
-        if (now_s() - start > c->world->timeout_s) {
+        if (eq_monotonic_seconds() - start > c->world->timeout_s) {
             abort_world(c->world);
             return EQ_FAIL(EQ_ERR_BACKEND,
                            "rank %d/%d: %s on %s (%d ranks) did not complete within %.0f s: a peer rank died, hung "
@@ -257,7 +251,7 @@ static void close_comm(axis_comm *c, double deadline)
     ncclResult_t r = ncclCommFinalize(c->comm), async = ncclInProgress;
     while (r == ncclSuccess || r == ncclInProgress) {
         if (ncclCommGetAsyncError(c->comm, &async) != ncclSuccess || async != ncclInProgress) break;
-        if (now_s() > deadline) break;
+        if (eq_monotonic_seconds() > deadline) break;
         nanosleep(&pause, NULL);
     }
     if ((r == ncclSuccess || r == ncclInProgress) && async == ncclSuccess) ncclCommDestroy(c->comm);
@@ -270,7 +264,7 @@ void eq_nccl_world_free(eq_nccl_world **wp)
 {
     eq_nccl_world *w = *wp;
     if (w == NULL) return;
-    const double deadline = now_s() + w->timeout_s;
+    const double deadline = eq_monotonic_seconds() + w->timeout_s;
     for (int a = 2; a >= 0; a--)
         if (w->axes[a].comm != NULL) close_comm(&w->axes[a], deadline);
     eq_cuda_buffer_free(&w->send);

@@ -9,15 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/base/clock.h"
 #include "harness/base/phase_time.h"
 #include "harness/base/testing.h"
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void busy_ms(int ms)
 {
@@ -64,25 +58,25 @@ int main(void)
      * the GEMM's FLOPs. Times are bounded by readings of the same clock taken just inside (a
      * phase lasts at least that) or just outside (at most that) the phase. */
     eq_phase_mark outer = eq_phase_enter(EQ_PHASE_BOUND);
-    const double bound_t0 = now_s();
+    const double bound_t0 = eq_monotonic_seconds();
     eq_phase_mark inner = eq_phase_enter(EQ_PHASE_GEMM);
     eq_phase_add_gemm_flops(2, 3, 4); /* 48 */
     busy_ms(30);
     eq_phase_leave(EQ_PHASE_GEMM, inner);
-    const double bound_inside = now_s() - bound_t0;
+    const double bound_inside = eq_monotonic_seconds() - bound_t0;
     eq_phase_leave(EQ_PHASE_BOUND, outer);
     /* a GEMM alone, twice: two entries, their time and no more */
     double gemm_inside = 0.0, gemm_outside = 0.0;
     for (int i = 0; i < 2; i++) {
-        const double t0 = now_s();
+        const double t0 = eq_monotonic_seconds();
         inner = eq_phase_enter(EQ_PHASE_GEMM);
-        const double t1 = now_s();
+        const double t1 = eq_monotonic_seconds();
         eq_phase_add_gemm_flops(10, 10, 10); /* 2000 */
         busy_ms(5);
-        const double t2 = now_s();
+        const double t2 = eq_monotonic_seconds();
         eq_phase_leave(EQ_PHASE_GEMM, inner);
         gemm_inside += t2 - t1;
-        gemm_outside += now_s() - t0;
+        gemm_outside += eq_monotonic_seconds() - t0;
     }
     /* another thread's phase: not timed, its FLOPs counted */
     pthread_t t;

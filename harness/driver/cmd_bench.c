@@ -24,11 +24,11 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "harness/base/clock.h"
 #include "harness/driver/commands.h"
 #include "harness/driver/out_dir.h"
 #include "harness/base/openblas.h"
@@ -74,13 +74,6 @@ typedef struct {
     double seconds, gflops; /* the best of the repeats */
 } sgemm_peak;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* picked[i] = workload i is to run: every one without --only, else those it names. */
 static eq_status pick_workloads(const char *only, int picked[N_WORKLOADS])
 {
@@ -124,9 +117,9 @@ static eq_status measure_sgemm_peak(int n, int reps, sgemm_peak *out)
     out->seconds = 1e300;
     eq_openblas.set_num_threads(out->threads);
     for (int r = 0; r <= reps; r++) {
-        const double t0 = now_s();
+        const double t0 = eq_monotonic_seconds();
         eq_openblas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        const double s = now_s() - t0;
+        const double s = eq_monotonic_seconds() - t0;
         if (r > 0 && s < out->seconds) out->seconds = s;
     }
     out->gflops = 2.0 * (double)n * (double)n * (double)n / out->seconds * 1e-9;
@@ -245,7 +238,7 @@ static eq_status run_workload(const workload *w, int quick, const char *scratch,
 
     fflush(stdout);
     fflush(stderr);
-    const double t0 = now_s();
+    const double t0 = eq_monotonic_seconds();
     const pid_t pid = fork();
     if (pid < 0) return EQ_FAIL(EQ_ERR_BACKEND, "workload %s: fork: %s", w->name, strerror(errno));
     if (pid == 0) {
@@ -265,7 +258,7 @@ static eq_status run_workload(const workload *w, int quick, const char *scratch,
     pid_t got;
     while ((got = wait4(pid, &status, 0, &ru)) < 0 && errno == EINTR) continue;
     running_child = 0;
-    r->wall_s = now_s() - t0;
+    r->wall_s = eq_monotonic_seconds() - t0;
     remove_tree(out_dir);
     if (stop_signal != 0) return EQ_FAIL(EQ_ERR_BACKEND, "bench stopped by signal %d", (int)stop_signal);
     if (got < 0) return EQ_FAIL(EQ_ERR_BACKEND, "workload %s: wait4: %s", w->name, strerror(errno));

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "harness/base/clock.h"
 #include "harness/driver/runner.h"
 #include "harness/rounding_bound.h"
 #include "harness/run_load.h"
@@ -72,20 +72,13 @@ static eq_status take_batch(eq_comparison *out, const eq_comparison *batch)
     return append_results(out, batch->results, batch->count, batch->findings, batch->n_findings);
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* The progress line's phase and count: "compare: at 2.1 GB/s, tensor 12/24, 5 s, about 5 s left"
  * (both runs' bytes read per second so far; harness/progress.h adds the times). */
 static void show_progress(const eq_stream_compare *c, int done, int total, double bytes, double start)
 {
     if (c->progress == NULL) return;
     char phase[64];
-    const double s = now_s() - start;
+    const double s = eq_monotonic_seconds() - start;
     snprintf(phase, sizeof phase, "at %.2g GB/s, tensor", s > 0 ? bytes / s / 1e9 : 0.0);
     eq_progress_phase(c->progress, phase, done, total, bytes);
 }
@@ -350,7 +343,7 @@ eq_status eq_compare_streams(const eq_stream_compare *c, const eq_tolerance *tol
     EQ_TRY(begin_comparison(c, tol, grad_tol, expect, out));
     dtype_checks_begin(c, &dtype);
     eq_progress_work(c->progress, eq_run_stream_bytes(c->ref) + eq_run_stream_bytes(c->test));
-    whole_state w = {{c, now_s(), 0.0}, out, &dtype};
+    whole_state w = {{c, eq_monotonic_seconds(), 0.0}, out, &dtype};
     EQ_TRY(run_batches(c, tol, grad_tol, expect, 0, 1, take_whole, &w));
     EQ_TRY(end_comparison(c, &dtype, kase, out));
 cleanup:
@@ -422,7 +415,7 @@ eq_status eq_compare_streams_part(const eq_stream_compare *c, const eq_tolerance
 {
     eq_status st = EQ_OK;
     eq_comparison none;
-    part_state p = {{c, now_s(), 0.0}, {0}};
+    part_state p = {{c, eq_monotonic_seconds(), 0.0}, {0}};
     *part = NULL;
     *part_bytes = 0;
     EQ_TRY(begin_comparison(c, tol, grad_tol, expect, &none)); /* every process checks the paths */
