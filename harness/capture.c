@@ -122,6 +122,19 @@ eq_status eq_capture_add_entry(eq_capture *cap, eq_capture_entry *e)
     return EQ_OK;
 }
 
+int eq_capture_batch(const eq_capture *cap, int first, double max_bytes, int max_count)
+{
+    int n = 0;
+    double bytes = 0.0;
+    while (first + n < cap->count && n < max_count) {
+        const double b = (double)eq_tensor_bytes(&cap->entries[first + n].tensor);
+        if (n > 0 && bytes + b > max_bytes) break;
+        bytes += b;
+        n++;
+    }
+    return n;
+}
+
 eq_status eq_capture_add_finding(eq_capture *cap, const char *fmt, ...)
 {
     char(*grown)[EQ_FINDING_MAX] = realloc(cap->findings, (size_t)(cap->n_findings + 1) * sizeof *grown);

@@ -162,6 +162,10 @@ eq_status eq_capture_add_path(eq_capture *cap, const char *path, int layer, eq_r
 /* Appends a copy of entry *e, its tensor owned (taken from *e, left empty) or borrowed as
  * e->borrowed says; its path, name and layer as they are. */
 eq_status eq_capture_add_entry(eq_capture *cap, eq_capture_entry *e);
+/* The number of entries from `first` on that make a batch: at most max_count, and at most max_bytes
+ * of their tensors' shapes (a larger first one alone); 0 at the end. Readers that take a capture a
+ * batch at a time (harness/run_stream.h) batch by it. */
+int eq_capture_batch(const eq_capture *cap, int first, double max_bytes, int max_count);
 /* Appends one finding (printf-style). */
 eq_status eq_capture_add_finding(eq_capture *cap, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Sets a hyperparameter (replacing one of the same name). */

@@ -410,7 +410,7 @@ void eq_dump_server_close(eq_dump_server *s)
 
 /* Every entry of index file `file` into out's own memory, in batches of at most BATCH_BYTES (one
  * tensor larger than that alone). */
-#define BATCH_BYTES ((size_t)256 << 20)
+#define BATCH_BYTES ((double)(256 << 20))
 static eq_status read_whole(eq_dump_server *s, int file, const eq_capture *index, eq_capture *out)
 {
     eq_status st = EQ_OK;
@@ -419,14 +419,11 @@ static eq_status read_whole(eq_dump_server *s, int file, const eq_capture *index
     eq_capture_init(out);
     out->meta = index->meta;
     for (int first = 0; first < index->count;) {
+        const int n = eq_capture_batch(index, first, BATCH_BYTES, EQ_DUMP_BATCH_MAX);
         size_t bytes = 0;
-        int n = 0;
-        while (first + n < index->count && n < EQ_DUMP_BATCH_MAX) {
-            const size_t b = (eq_tensor_bytes(&index->entries[first + n].tensor) + 63) / 64 * 64;
-            if (n > 0 && bytes + b > BATCH_BYTES) break;
-            req[n] = (eq_dump_request){file, first + n, bytes, -1, 0, 0};
-            bytes += b;
-            n++;
+        for (int k = 0; k < n; k++) {
+            req[k] = (eq_dump_request){file, first + k, bytes, -1, 0, 0};
+            bytes += (eq_tensor_bytes(&index->entries[first + k].tensor) + 63) / 64 * 64;
         }
         EQ_TRY(eq_dump_server_reserve(s, 0, bytes > 0 ? bytes : 1));
         EQ_TRY(eq_dump_server_send(s, req, n));

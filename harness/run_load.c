@@ -225,15 +225,8 @@ eq_status eq_run_load(const char *path, eq_capture *out)
         goto cleanup;
     }
     for (int first = 0; first < run->count;) {
-        int n = 0;
-        double bytes = 0.0;
-        while (first + n < run->count && n < EQ_DUMP_BATCH_MAX) {
-            const double b = (double)eq_tensor_bytes(&run->entries[first + n].tensor);
-            if (n > 0 && bytes + b > LOAD_BATCH_BYTES) break;
-            paths[n] = run->entries[first + n].path;
-            n++;
-            bytes += b;
-        }
+        const int n = eq_capture_batch(run, first, LOAD_BATCH_BYTES, EQ_DUMP_BATCH_MAX);
+        for (int k = 0; k < n; k++) paths[k] = run->entries[first + k].path;
         EQ_TRY(eq_run_stream_send(s, paths, n));
         EQ_TRY(eq_run_stream_receive(s, &got));
         for (int i = 0; i < got.count; i++) {

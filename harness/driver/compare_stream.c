@@ -83,19 +83,10 @@ static void show_progress(const eq_stream_compare *c, int done, int total, doubl
     eq_progress_phase(c->progress, phase, done, total, bytes);
 }
 
-/* The length of the batch that starts at tensor `first` of the reference: tensors [first, first + n)
- * hold at most EQ_STREAM_BATCH_BYTES (a larger tensor alone), at most EQ_STREAM_BATCH_TENSORS. */
+/* The length of the batch that starts at tensor `first` of the reference. */
 static int batch_length(const eq_capture *ref, int first)
 {
-    int n = 0;
-    double bytes = 0.0;
-    while (first + n < ref->count && n < EQ_STREAM_BATCH_TENSORS) {
-        const double b = (double)eq_tensor_bytes(&ref->entries[first + n].tensor);
-        if (n > 0 && bytes + b > EQ_STREAM_BATCH_BYTES) break;
-        bytes += b;
-        n++;
-    }
-    return n;
+    return eq_capture_batch(ref, first, EQ_STREAM_BATCH_BYTES, EQ_STREAM_BATCH_TENSORS);
 }
 
 /* The batch that starts at tensor `first`: its length, and the paths each run is asked for (the
@@ -315,7 +306,7 @@ typedef struct {
 static void batch_progress(progress_state *p, const batch_io *b)
 {
     const eq_capture *ref = eq_run_stream_index(p->c->ref);
-    for (int i = b->first; i < b->first + b->n; i++) p->done_bytes += 2.0 * (double)eq_tensor_bytes(&ref->entries[i].tensor);
+    p->done_bytes += 2.0 * batch_bytes(ref, b->first); /* both runs' */
     show_progress(p->c, b->first + b->n, ref->count, p->done_bytes, p->start);
 }
 
