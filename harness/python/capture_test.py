@@ -149,13 +149,18 @@ def test_readme_datasets(f, names):
     check(not unlisted, f"datasets README's table does not name: {unlisted}")
 
 
-def test_file():
+def bf16_net():
+    """Net in bf16 with unit-normal weights, and an input [2, 8] (seed 0)."""
     torch.manual_seed(0)
     net = Net().to(torch.bfloat16)
     with torch.no_grad():
         net.fc1.weight.normal_()
         net.fc2.weight.normal_()
-    x = torch.randn(2, 8, dtype=torch.bfloat16)
+    return net, torch.randn(2, 8, dtype=torch.bfloat16)
+
+
+def test_file():
+    net, x = bf16_net()
     with tempfile.TemporaryDirectory() as tmp:
         cap = equiv_capture.Capture(DistributedDataParallel(net), f"{tmp}/run", step=3)
         y = DistributedDataParallel(net)(x)
@@ -225,12 +230,7 @@ class Twice(nn.Module):
 
 
 def test_streaming():
-    torch.manual_seed(0)
-    net = Net().to(torch.bfloat16)
-    with torch.no_grad():
-        net.fc1.weight.normal_()
-        net.fc2.weight.normal_()
-    x = torch.randn(2, 8, dtype=torch.bfloat16)
+    net, x = bf16_net()
     with tempfile.TemporaryDirectory() as tmp:
         # buffer 0 (each tensor written as it comes), 64 bytes (a few at a time) and the default (all
         # held: this step is small): the same file, bytes, order and attributes
