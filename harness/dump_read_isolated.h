@@ -68,7 +68,11 @@ eq_status eq_dump_server_wait(eq_dump_server *s);
 /* Ends the reader (NULL: nothing). After a failed send or wait the server only closes. */
 void eq_dump_server_close(eq_dump_server *s);
 
-/* eq_dump_read(path, out) in a child process, as described above; same contract. */
+/* Whole files through the server. equiv's commands read runs through harness/run_stream.h (and
+ * eq_run_load); these read any files, whatever they hold, and are how dump_read_isolated_test holds
+ * the reader to its limits and its error lines.
+ *
+ * eq_dump_read(path, out) in a child process, as described above; same contract. */
 eq_status eq_dump_read_isolated(const char *path, eq_capture *out);
 
 /* The same for n files (a run's rank files) in one reader: out[i] is paths[i]'s capture. A child
