@@ -1,8 +1,9 @@
 /* The median of |d| over the finite pairs of two tensors, for eq_stats_compute
  * (harness/compare_stats.c), exact and the same for any thread count: from the histogram of |d|
  * that pass 2 counts (harness/compare_blocks.h: bins by the top 16 bits of |d|), one more pass
- * finds the least and largest |d| of the bin that holds the median and how many equal each, which
- * names it unless it lies strictly between them; then that bin's |d| are gathered and selected.
+ * gathers the |d| of the bin that holds the median, which are selected. A bin of more than a
+ * sixteenth of the pairs (bf16's few distinct differences) first has its least and largest |d| found
+ * and how many equal each, which names the median unless it lies strictly between them.
  * Internal to the comparison. */
 #ifndef EQUIV_HARNESS_COMPARE_MEDIAN_H
 #define EQUIV_HARNESS_COMPARE_MEDIAN_H

@@ -4,9 +4,9 @@
  * of squares, squared deviations about the block's mean, max |ref|) and whether the test's block
  * has the same bits. Same bits everywhere (the shortcut): one more pass counts the mean_ratio
  * population on the stored bits. Otherwise pass 2 takes the pairs per block, and the median comes
- * from a histogram of |d| (per worker, integer counts): one more pass finds the least and largest
- * |d| of the bin that holds it and how many equal each, which names the median unless it lies
- * strictly between them; then that bin's |d| are gathered and selected. Every block's partials
+ * from a histogram of |d| (per worker, integer counts): one more pass gathers the |d| of the bin
+ * that holds it, which are selected (harness/compare_median.h; a bin too large to gather is first
+ * looked at for its least and largest |d|). Every block's partials
  * depend only on the block; blocks combine in block order. */
 #include "harness/compare_stats.h"
 
