@@ -49,6 +49,127 @@ static double select_kth(double *a, int64_t n, int64_t k)
     return a[k];
 }
 
+/* The fp64 bits of the |d| in a histogram bin: [lo, hi) (bin -1: every finite |d|). */
+static void bin_bits(int64_t bin, uint64_t *lo, uint64_t *hi)
+{
+    *lo = bin < 0 ? 0 : bin == 0 ? 1 : (uint64_t)bin << BIN_SHIFT; /* bin 0 without |d| = 0 */
+    *hi = bin < 0 ? FP64_INF_BITS : (uint64_t)(bin + 1) << BIN_SHIFT;
+}
+
+/* ---- the guess: a sample before pass 2, the window's |d| gathered during it ---- */
+
+#define GUESS_HALF_WIDTH 0.02 /* the window: the sample's quantiles 0.5 -+ this */
+
+/* The |d| of the sampled pairs where both sides are finite, into s ([RUNS * RUN]); how many. */
+static int64_t sample_differences(const eq_tensor *ref, const eq_tensor *test, int64_t n, double *s)
+{
+    double r[EQ_MEDIAN_SAMPLE_RUN], t[EQ_MEDIAN_SAMPLE_RUN];
+    int64_t m = 0;
+    for (int64_t run = 0; run < EQ_MEDIAN_SAMPLE_RUNS; run++) {
+        const int64_t at = run * (n - EQ_MEDIAN_SAMPLE_RUN) / (EQ_MEDIAN_SAMPLE_RUNS - 1);
+        eq_tensor_widen(ref, at, EQ_MEDIAN_SAMPLE_RUN, r);
+        eq_tensor_widen(test, at, EQ_MEDIAN_SAMPLE_RUN, t);
+        for (int i = 0; i < EQ_MEDIAN_SAMPLE_RUN; i++)
+            if (isfinite(r[i]) && isfinite(t[i])) s[m++] = fabs(t[i] - r[i]);
+    }
+    return m;
+}
+
+eq_status eq_median_guess_begin(const eq_tensor *ref, const eq_tensor *test, eq_median_guess *g)
+{
+    g->first_bin = 1, g->last_bin = 0, g->lo = g->hi = 0, g->values = NULL, g->room = 0, g->front_bin = -1,
+    g->selected = -1;
+    atomic_init(&g->count, 0);
+    const int64_t n = eq_tensor_numel(ref);
+    if (n < 4 * EQ_MEDIAN_DIRECT) return EQ_OK;
+    double *s = malloc((size_t)EQ_MEDIAN_SAMPLE_RUNS * EQ_MEDIAN_SAMPLE_RUN * sizeof *s);
+    if (s == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate the median's sample");
+    const int64_t m = sample_differences(ref, test, n, s);
+    if (m < EQ_MEDIAN_SAMPLE_RUNS) { /* mostly NaN or Inf: no guess */
+        free(s);
+        return EQ_OK;
+    }
+    const double low = select_kth(s, m, (int64_t)((0.5 - GUESS_HALF_WIDTH) * (double)(m - 1))),
+                 high = select_kth(s, m, (int64_t)ceil((0.5 + GUESS_HALF_WIDTH) * (double)(m - 1)));
+    const int64_t first = (int64_t)(double_bits(low) >> BIN_SHIFT), last = (int64_t)(double_bits(high) >> BIN_SHIFT);
+    uint64_t lo = first == 0 ? 1 : (uint64_t)first << BIN_SHIFT, hi = (uint64_t)(last + 1) << BIN_SHIFT;
+    int64_t in_window = 0;
+    for (int64_t i = 0; i < m; i++) in_window += double_bits(s[i]) - lo < hi - lo;
+    free(s);
+    if (high == 0.0 || in_window > m / 8) return EQ_OK; /* the median is likely 0, or bins of few values */
+    g->room = n / 8;
+    g->values = malloc((size_t)g->room * sizeof *g->values);
+    if (g->values == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " doubles for the median", g->room);
+    g->first_bin = first, g->last_bin = last, g->lo = lo, g->hi = hi;
+    return EQ_OK;
+}
+
+void eq_median_guess_offer(eq_median_guess *g, const double *d, int64_t len)
+{
+    double found[BLOCK];
+    const uint64_t lo = g->lo, width = g->hi - g->lo;
+    int64_t m = 0;
+    for (int64_t i = 0; i < len; i++) { /* unsigned: below lo wraps above width; NaN and Inf lie above hi */
+        found[m] = d[i];
+        m += double_bits(d[i]) - lo < width;
+    }
+    if (m == 0) return;
+    const int64_t at = atomic_fetch_add(&g->count, m);
+    if (at + m <= g->room) memcpy(g->values + at, found, (size_t)m * sizeof *found);
+}
+
+void eq_median_guess_end(eq_median_guess *g)
+{
+    free(g->values);
+    g->values = NULL;
+}
+
+/* The rank-th smallest |d| from the guess's gathered values where they hold that rank (*found 1),
+ * else *found 0: the values of the rank's bin moved to the front of them, and selected there. */
+static eq_status guessed_value(eq_median_guess *g, const int64_t *bins, int64_t n_zero, int64_t rank, int *found,
+                               double *value)
+{
+    const int64_t count = atomic_load(&g->count);
+    *found = 0;
+    if (g->first_bin > g->last_bin || count > g->room) return EQ_OK;
+    int64_t below = n_zero, in_bins = 0;
+    for (int64_t b = 0; b < g->first_bin; b++) below += bins[b];
+    for (int64_t b = g->first_bin; b <= g->last_bin; b++) in_bins += bins[b];
+    if (in_bins != count)
+        return EQ_FAIL(EQ_ERR_INTERNAL, "the median's window holds %" PRId64 " |d|, gathered %" PRId64, in_bins, count);
+    if (rank < below || rank >= below + count) return EQ_OK;
+    int64_t bin = g->first_bin;
+    while (below + bins[bin] <= rank) below += bins[bin++];
+    double *v = g->values;
+    if (g->front_bin != bin) {
+        uint64_t lo, hi;
+        bin_bits(bin, &lo, &hi);
+        int64_t front = 0;
+        for (int64_t i = 0; i < count; i++)
+            if (double_bits(v[i]) - lo < hi - lo) {
+                const double swap = v[front];
+                v[front++] = v[i];
+                v[i] = swap;
+            }
+        if (front != bins[bin])
+            return EQ_FAIL(EQ_ERR_INTERNAL, "the median's bin %" PRId64 " holds %" PRId64 " |d|, gathered %" PRId64,
+                           bin, bins[bin], front);
+        g->front_bin = bin;
+        g->selected = -1;
+    }
+    const int64_t k = rank - below, in_bin = bins[bin];
+    if (g->selected >= 0 && k == g->selected + 1) { /* the next after one selected: the least above it */
+        double least = INFINITY;
+        for (int64_t i = k; i < in_bin; i++) least = v[i] < least ? v[i] : least;
+        *value = least;
+    } else {
+        *value = select_kth(v, in_bin, k);
+    }
+    g->selected = k;
+    *found = 1;
+    return EQ_OK;
+}
+
 /* Gathering the |d| of the finite pairs whose fp64 bits lie in [lo, hi) into out (at most `room`),
  * each block's in index order at a place it reserves: the blocks land in any order, which changes
  * no k-th smallest value (the one thing taken from them). */
@@ -88,13 +209,6 @@ static int64_t gather_differences(const eq_tensor *ref, const eq_tensor *test, u
     gather_job job = {ref, test, lo, hi, out, room, 0};
     eq_parallel_for(block_count(eq_tensor_numel(ref)), EQ_STATS_BLOCKS_PER_RANGE, gather_range, &job);
     return atomic_load(&job.count);
-}
-
-/* The fp64 bits of the |d| in a histogram bin: [lo, hi) (bin -1: every finite |d|). */
-static void bin_bits(int64_t bin, uint64_t *lo, uint64_t *hi)
-{
-    *lo = bin < 0 ? 0 : bin == 0 ? 1 : (uint64_t)bin << BIN_SHIFT; /* bin 0 without |d| = 0 */
-    *hi = bin < 0 ? FP64_INF_BITS : (uint64_t)(bin + 1) << BIN_SHIFT;
 }
 
 /* The |d| gathered from one histogram bin (bin -1: every |d|). */
@@ -217,7 +331,7 @@ static int64_t gather_at_once(int64_t n_finite)
  * bin's values (bins: the workers' histograms combined; NULL: select over every |d|, n_finite of
  * them). The extremes are looked at only in a bin too large to gather at once. */
 static eq_status value_at_rank(const median_source *j, const int64_t *bins, int64_t n_finite, int64_t n_zero,
-                               int64_t rank, bin_extremes *e, gathered_bin *g, double *value)
+                               int64_t rank, eq_median_guess *guess, bin_extremes *e, gathered_bin *g, double *value)
 {
     eq_status st = EQ_OK;
     if (bins == NULL) {
@@ -229,6 +343,9 @@ static eq_status value_at_rank(const median_source *j, const int64_t *bins, int6
         *value = 0.0;
         return EQ_OK;
     }
+    int found = 0;
+    if (guess != NULL) EQ_TRY(guessed_value(guess, bins, n_zero, rank, &found, value));
+    if (found) return EQ_OK;
     int64_t below = n_zero, bin = 0;
     while (bin < N_BINS - 1 && below + bins[bin] <= rank) below += bins[bin++];
     if (bins[bin] > gather_at_once(n_finite)) { /* a large bin: one pass may name the value with no gathering */
@@ -249,7 +366,7 @@ cleanup:
 }
 
 eq_status eq_median_abs(const eq_tensor *ref, const eq_tensor *test, const int64_t *bins, int64_t n_finite,
-                        int64_t n_zero, double *median)
+                        int64_t n_zero, eq_median_guess *guess, double *median)
 {
     eq_status st = EQ_OK;
     const median_source source = {ref, test}, *j = &source;
@@ -259,9 +376,9 @@ eq_status eq_median_abs(const eq_tensor *ref, const eq_tensor *test, const int64
     *median = 0.0;
     if (n_finite == 0) return EQ_OK;
     const int64_t k = (n_finite - 1) / 2;
-    EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k, &e, &g, &lower));
+    EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k, guess, &e, &g, &lower));
     upper = lower;
-    if (n_finite % 2 == 0) EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k + 1, &e, &g, &upper));
+    if (n_finite % 2 == 0) EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k + 1, guess, &e, &g, &upper));
     *median = n_finite % 2 == 1 ? lower : 0.5 * (lower + upper);
 cleanup:
     free(g.values);

@@ -4,9 +4,9 @@
  * of squares, squared deviations about the block's mean, max |ref|) and whether the test's block
  * has the same bits. Same bits everywhere (the shortcut): one more pass counts the mean_ratio
  * population on the stored bits. Otherwise pass 2 takes the pairs per block, and the median comes
- * from a histogram of |d| (per worker, integer counts): one more pass gathers the |d| of the bin
- * that holds it, which are selected (harness/compare_median.h; a bin too large to gather is first
- * looked at for its least and largest |d|). Every block's partials
+ * from a histogram of |d| (per worker, integer counts) and the |d| pass 2 gathers in a window
+ * guessed from a sample before it; where the guess missed, one more pass gathers the |d| of the
+ * bin that holds it (harness/compare_median.h). Every block's partials
  * depend only on the block; blocks combine in block order. */
 #include "harness/compare_stats.h"
 
@@ -288,6 +288,7 @@ typedef struct {
     int significand_bits, min_exponent; /* of the dtype ULPs are counted in */
     pair_block *blocks;                 /* [block_count(numel)] */
     int64_t *histograms;                /* [workers][HISTOGRAM_SIZE] counts, or NULL */
+    eq_median_guess *guess;             /* gathers the |d| near the median, or NULL */
 } pairs_job;
 
 /* Spacing of the dtype's numbers at scale s >= 0: 2^(floor(log2 s) - p + 1), or the subnormal
@@ -433,12 +434,17 @@ STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, in
             }
     if (histogram != NULL)
         for (i = 0; i < len; i++) histogram[(i % HISTOGRAM_COPIES) * N_BINS + (int64_t)(double_bits(d[i]) >> BIN_SHIFT)]++;
+    if (j->guess != NULL) eq_median_guess_offer(j->guess, d, len);
 }
 
 /* A block with NaN or Inf on either side: element by element, the sums in index order. */
 static inline void nonfinite_pair_block(const pairs_job *j, pair_block *out, int64_t *histogram, const double *r,
-                                        const double *t, int64_t begin, int64_t len)
+                                        const double *t, double *scratch, int64_t begin, int64_t len)
 {
+    if (j->guess != NULL) { /* NaN or Inf where a side is not finite: outside the window */
+        for (int64_t i = 0; i < len; i++) scratch[i] = fabs(t[i] - r[i]);
+        eq_median_guess_offer(j->guess, scratch, len);
+    }
     for (int64_t i = 0; i < len; i++) {
         out->nan_test += isnan(t[i]) != 0;
         out->inf_test += isinf(t[i]) != 0;
@@ -478,7 +484,7 @@ STATS_WIDE static void pairs_range(void *ctx, int slot, int64_t begin, int64_t e
         int64_t nonfinite = 0;
         for (int64_t i = 0; i < len; i++) nonfinite += !(fabs(r[i]) <= DBL_MAX) | !(fabs(t[i]) <= DBL_MAX);
         if (nonfinite == 0) finite_pair_block(j, out, histogram, r, t, d, at, len);
-        else nonfinite_pair_block(j, out, histogram, r, t, at, len);
+        else nonfinite_pair_block(j, out, histogram, r, t, d, at, len);
     }
 }
 
@@ -526,6 +532,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
     value_block *values = calloc((size_t)(nb > 0 ? nb : 1), sizeof *values);
     pair_block *pairs = NULL;
     int64_t *histograms = NULL;
+    eq_median_guess guess = {.first_bin = 1, .values = NULL};
     if (values == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " block statistics", nb);
         goto cleanup;
@@ -561,10 +568,12 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
             st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate the median's histograms");
             goto cleanup;
         }
+        EQ_TRY(eq_median_guess_begin(ref, test, &guess));
     }
     const double atol = tol->atol_scale == EQ_ATOL_REF_RMS ? tol->atol * ref_rms : tol->atol; /* in units of rms(ref) */
     pairs_job job = {ref, test, ref_rms, floor_scale, atol, tol->rtol, significand_bits(out->dtype),
-                     out->dtype == EQ_FP64 ? -1022 : -126, pairs, histograms};
+                     out->dtype == EQ_FP64 ? -1022 : -126, pairs, histograms,
+                     guess.first_bin <= guess.last_bin ? &guess : NULL};
     eq_parallel_for_slots(nb, EQ_STATS_BLOCKS_PER_RANGE, pairs_range, &job);
     pair_block p;
     combine_pairs(pairs, nb, &p);
@@ -585,7 +594,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
         out->mean_abs = p.sum_abs / (double)p.n_finite;
         for (int k = 0; k < EQ_N_THRESHOLDS; k++) out->frac_above[k] = (double)p.above[k] / (double)p.n_finite;
     }
-    EQ_TRY(eq_median_abs(ref, test, histograms, p.n_finite, p.n_zero, &out->median_abs));
+    EQ_TRY(eq_median_abs(ref, test, histograms, p.n_finite, p.n_zero, job.guess, &out->median_abs));
     out->rel_fro = p.sum_r2 > 0.0 ? sqrt(p.sum_d2) / sqrt(p.sum_r2) : (p.sum_d2 > 0.0 ? INFINITY : 0.0);
     if (p.sum_r2 == 0.0 && p.sum_t2 == 0.0) out->cosine = 1.0;
     else if (p.sum_r2 == 0.0 || p.sum_t2 == 0.0) out->cosine = 0.0;
@@ -595,6 +604,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
     out->n_mean_ratio = p.n_ratio;
     out->worst_rel = out->ref_absmax > 0.0 ? out->max_abs / out->ref_absmax : (out->max_abs > 0.0 ? INFINITY : 0.0);
 cleanup:
+    eq_median_guess_end(&guess);
     free(values);
     free(pairs);
     free(histograms);

@@ -1,5 +1,5 @@
 /* The comparison's statistics on large tensors (harness/compare_stats.c, compare_median.c): the
- * median by quickselect and by histogram against a full sort, the shortcut for identical tensors
+ * median by quickselect, by histogram and by the guessed window against a full sort, the shortcut for identical tensors
  * against the full loop, one changed element found in any block, the first index of a maximum,
  * and the same metrics for every thread count. */
 #include <math.h>
@@ -10,7 +10,9 @@
 #include "harness/base/bf16.h"
 #include "harness/base/testing.h"
 #include "harness/compare.h"
+#include "harness/compare_blocks.h"
 #include "harness/compare_fixtures.h"
+#include "harness/compare_median.h"
 
 /* Median by quickselect against a full sort, on many values with ties. */
 static void test_median_large(void)
@@ -186,6 +188,77 @@ static void test_median_histogram(void)
     }
 }
 
+/* The median's bin (harness/compare_blocks.h) and whether the guess's window holds it. */
+static int64_t bin_of(double d) { return (int64_t)(double_bits(d) >> BIN_SHIFT); }
+
+/* One median through the guess (compare_median.h): the window it takes for ref and test, whether
+ * that holds the median's bin (in_window), and the median compare gives against a full sort. */
+static void check_guessed_median(const char *what, eq_tensor *ref, eq_tensor *test, int want_in_window)
+{
+    const int64_t n = eq_tensor_numel(ref);
+    double *sorted = malloc((size_t)n * sizeof *sorted);
+    int64_t finite = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double r = eq_tensor_get(ref, i), t = eq_tensor_get(test, i);
+        if (isfinite(r) && isfinite(t)) sorted[finite++] = fabs(t - r);
+    }
+    const double want = median_by_sort(sorted, finite);
+    eq_median_guess g;
+    EQ_EXPECT_OK(eq_median_guess_begin(ref, test, &g));
+    const int in_window = g.first_bin <= bin_of(want) && bin_of(want) <= g.last_bin;
+    EQ_EXPECT(in_window == want_in_window, "%s: the median's bin %lld %s the window [%lld, %lld]", what,
+              (long long)bin_of(want), in_window ? "in" : "not in", (long long)g.first_bin, (long long)g.last_bin);
+    eq_median_guess_end(&g);
+    eq_metrics m = compare(ref, test, &tol_zero);
+    EQ_EXPECT(m.median_abs == want, "%s: median %.17g, want %.17g", what, m.median_abs, want);
+    free(sorted);
+}
+
+/* Element i is in the guess's sample (compare_median.h: runs of RUN from r (n - RUN) / (RUNS - 1)). */
+static int sampled(int64_t i, int64_t n)
+{
+    for (int64_t r = 0; r < EQ_MEDIAN_SAMPLE_RUNS; r++) {
+        const int64_t at = r * (n - EQ_MEDIAN_SAMPLE_RUN) / (EQ_MEDIAN_SAMPLE_RUNS - 1);
+        if (i >= at && i < at + EQ_MEDIAN_SAMPLE_RUN) return 1;
+    }
+    return 0;
+}
+
+/* The median gathered during pass 2 in the window a sample guessed (an odd and an even count, and
+ * NaN and Inf among the pairs), and the two ways a guess misses, each still the exact median: a
+ * sample that is not like the rest (the window elsewhere), and a window that holds more |d| than
+ * its room (one value fills it). */
+static void test_median_guess(void)
+{
+    for (int64_t n = (int64_t)1 << 20; n <= ((int64_t)1 << 20) + 1; n++) {
+        eq_tensor ref, test;
+        EQ_EXPECT_OK(eq_tensor_init(&ref, EQ_FP64, 1, &n));
+        EQ_EXPECT_OK(eq_tensor_init(&test, EQ_FP64, 1, &n));
+        char *in_sample = malloc((size_t)n);
+        for (int64_t i = 0; i < n; i++) in_sample[i] = (char)sampled(i, n);
+        uint64_t state = 5;
+        double *r = ref.data, *t = test.data;
+        for (int64_t i = 0; i < n; i++) { /* |d| of many distinct values over 4 octaves, a tenth of them 0 */
+            state = state * 6364136223846793005u + 1442695040888963407u;
+            r[i] = (double)(state >> 44) * 0x1p-20 - 8.0;
+            t[i] = r[i] + (i % 10 == 0 ? 0.0 : (double)(state >> 11 & 0xffffffff) * 0x1p-36);
+        }
+        r[77] = NAN, t[1000] = INFINITY, t[5000] = NAN;
+        check_guessed_median("guessed", &ref, &test, 1);
+        for (int64_t i = 0; i < n; i++) /* the sampled pairs' |d| ten times the others' */
+            if (in_sample[i]) t[i] = r[i] + 10.0 * (t[i] - r[i]);
+        check_guessed_median("sample unlike the rest", &ref, &test, 0);
+        for (int64_t i = 0; i < n; i++) { /* the sample spread over [0.25, 0.75), the rest |d| = 0.5 */
+            state = state * 6364136223846793005u + 1442695040888963407u;
+            r[i] = 1.0;
+            t[i] = 1.0 + (in_sample[i] ? 0.25 + (double)(state >> 12) * 0x1p-53 : 0.5);
+        }
+        check_guessed_median("window over its room", &ref, &test, 1);
+        free(in_sample);
+        eq_tensor_free(&ref), eq_tensor_free(&test);
+    }
+}
+
 /* The first index of the max |d| when it occurs in several blocks, and mean |d| against an
  * independent long double sum. */
 static void test_large_argmax_and_sums(void)
@@ -278,6 +351,7 @@ int main(int argc, char **argv)
     test_thread_count_invariance(argv[0]);
     test_large_one_element();
     test_median_histogram();
+    test_median_guess();
     test_large_argmax_and_sums();
     test_identical_shortcut();
     test_median_large();
