@@ -351,6 +351,15 @@ static inline lanes_d lanes_spacing(lanes_d s, int p, int emin)
     return (lanes_d)(((lanes_i)normal & is_normal) | ((lanes_i)subnormal & ~is_normal));
 }
 
+/* 1 / lanes_spacing(s, p, emin) for p <= 24: 2^-(e - p + 1), e >= emin >= -126, a normal fp64 number. */
+static inline lanes_d lanes_inverse_spacing(lanes_d s, int p, int emin)
+{
+    lanes_i e = (lanes_i)((lanes_u)s >> 52) - 1023;
+    const lanes_i below = e < emin;
+    e = (e & ~below) | (((lanes_i){0} + emin) & below);
+    return (lanes_d)((lanes_u)(1023 - (e - p + 1)) << 52);
+}
+
 /* A block where every value of both sides is finite: sums, counts and maxima in lanes (the counts
  * and maxima are exact in any order; the first index of the max is found after). */
 STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, int64_t *histogram, const double *r,
@@ -384,8 +393,14 @@ STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, in
     out->sum_tr = lanes_total(sum_tr);
     const lanes_d zero = {0}, rms = zero + j->ref_rms, floor_scale = zero + j->floor_scale, atol = zero + j->atol,
                   rtol = zero + j->rtol, inf = zero + INFINITY;
+    /* ULPs: |d| times the spacing's reciprocal, a power of two as exact as the spacing, for the
+     * dtypes whose spacings' reciprocals are all fp64 numbers (not fp64's: 2^1074 is not); the
+     * same bits as dividing. A bound that is atol alone (rtol 0): the largest |d| / bound is the
+     * largest |d|'s, division being monotone, so it is taken once after. */
+    const int reciprocal = j->significand_bits <= 24, constant_bound = j->rtol == 0.0;
     lanes_d ratio_sum = zero, max_abs = zero, max_ulp = zero, max_tol = zero;
     lanes_i n_ratio = {0}, n_zero = {0}, n_outside = {0}, above[EQ_N_THRESHOLDS] = {{0}};
+    lanes_i at_max = {0, 1, 2, 3}; /* per lane, the first index of its max |d| */
     int64_t i = 0;
     for (; i + LANES <= len; i += LANES) { /* counts: each true comparison is -1 */
         const lanes_d x = load_lanes(r + i), y = load_lanes(t + i), dd = load_lanes(d + i), ax = lanes_abs(x);
@@ -393,13 +408,18 @@ STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, in
         ratio_sum += lanes_select(counted, y / x, zero);
         n_ratio += counted;
         n_zero += ~nonzero;
-        max_abs = lanes_select(dd > max_abs, dd, max_abs);
-        const lanes_d ulps = dd / lanes_spacing(lanes_select(ax > floor_scale, ax, floor_scale), j->significand_bits,
-                                                j->min_exponent);
+        const lanes_i larger = dd > max_abs;
+        max_abs = lanes_select(larger, dd, max_abs);
+        at_max = (at_max & ~larger) | ((((lanes_i){0, 1, 2, 3}) + i) & larger);
+        const lanes_d scale = lanes_select(ax > floor_scale, ax, floor_scale);
+        const lanes_d ulps = reciprocal ? dd * lanes_inverse_spacing(scale, j->significand_bits, j->min_exponent)
+                                        : dd / lanes_spacing(scale, j->significand_bits, j->min_exponent);
         max_ulp = lanes_select(ulps > max_ulp, ulps, max_ulp);
         const lanes_d bound = atol + rtol * ax;
-        const lanes_d ratio = lanes_select(nonzero, lanes_select(bound > 0.0, dd / bound, inf), zero);
-        max_tol = lanes_select(ratio > max_tol, ratio, max_tol);
+        if (!constant_bound) {
+            const lanes_d ratio = lanes_select(nonzero, lanes_select(bound > 0.0, dd / bound, inf), zero);
+            max_tol = lanes_select(ratio > max_tol, ratio, max_tol);
+        }
         n_outside += nonzero & (dd > bound);
         for (int a = 0; a < EQ_N_THRESHOLDS; a++) above[a] += dd > eq_thresholds[a];
     }
@@ -409,7 +429,7 @@ STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, in
         ratio_sum[k] += counted ? y / x : 0.0;
         n_ratio[k] -= counted;
         n_zero[k] -= dd == 0.0;
-        max_abs[k] = dd > max_abs[k] ? dd : max_abs[k];
+        if (dd > max_abs[k]) max_abs[k] = dd, at_max[k] = i;
         const double ulps = ulps_of(j, x, dd);
         max_ulp[k] = ulps > max_ulp[k] ? ulps : max_ulp[k];
         const double ratio = dd != 0.0 ? tolerance_ratio(j, x, dd) : 0.0;
@@ -425,13 +445,17 @@ STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, in
     out->max_abs = lanes_max(max_abs);
     out->max_ulp = lanes_max(max_ulp);
     out->max_tol_ratio = lanes_max(max_tol);
-    if (out->max_abs > 0.0)
-        for (i = 0; i < len; i++)
-            if (d[i] == out->max_abs) {
-                out->argmax = begin + i;
-                out->ulp_at_max = ulps_of(j, r[i], d[i]);
-                break;
-            }
+    if (constant_bound && out->max_abs > 0.0) {
+        const double largest = tolerance_ratio(j, 0.0, out->max_abs);
+        out->max_tol_ratio = largest > out->max_tol_ratio ? largest : out->max_tol_ratio;
+    }
+    if (out->max_abs > 0.0) { /* the first index among the lanes that hold the max */
+        int64_t first = len;
+        for (int k = 0; k < LANES; k++)
+            if (max_abs[k] == out->max_abs && at_max[k] < first) first = at_max[k];
+        out->argmax = begin + first;
+        out->ulp_at_max = ulps_of(j, r[first], d[first]);
+    }
     if (histogram != NULL)
         for (i = 0; i < len; i++) histogram[(i % HISTOGRAM_COPIES) * N_BINS + (int64_t)(double_bits(d[i]) >> BIN_SHIFT)]++;
     if (j->guess != NULL) eq_median_guess_offer(j->guess, d, len);

@@ -281,6 +281,49 @@ static void test_large_argmax_and_sums(void)
     eq_tensor_free(&ref), eq_tensor_free(&test);
 }
 
+/* max ULP and max |d| / (atol + rtol |r|) against a loop that divides by each spacing (frexp) and
+ * each bound, in fp32 and bf16 ULPs, with rtol 0 (the bound a constant) and not; and the first
+ * index of the max where it repeats within a block in lanes after the first. */
+static void test_large_maxima_by_division(void)
+{
+    const eq_dtype dtypes[2] = {EQ_FP32, EQ_BF16};
+    const double rtols[2] = {0.0, 1e-2};
+    for (int dt = 0; dt < 2; dt++)
+        for (int rt = 0; rt < 2; rt++) {
+            eq_tensor ref, test;
+            make_values(&ref, dtypes[dt], 1, LARGE_N, 3 + (uint64_t)dt);
+            make_values(&test, dtypes[dt], 1, LARGE_N, 3 + (uint64_t)dt);
+            for (int64_t i = 0; i < LARGE_N; i++) /* |d| over 20 octaves, tiny |r| under the rms floor */
+                eq_tensor_set(&test, i, eq_tensor_get(&ref, i) * (i % 11 == 0 ? 1e-6 : 1.0) +
+                                            ldexp(0x1p-20, (int)(i * 5 % 20)) * (i % 3 ? 1 : -1));
+            for (int64_t i = 0; i < LARGE_N; i++) eq_tensor_set(&ref, i, eq_tensor_get(&ref, i) * (i % 11 == 0 ? 1e-6 : 1.0));
+            const int64_t at[3] = {70009, 70006, 70012}; /* lanes 1, 2, 0 of one block: the first is 70006 */
+            for (int k = 0; k < 3; k++) eq_tensor_set(&ref, at[k], 1.0), eq_tensor_set(&test, at[k], 65.0);
+            const eq_tolerance tol = {"t", 1e-3, rtols[rt], "test", EQ_ATOL_ABSOLUTE};
+            eq_metrics m;
+            EQ_EXPECT_OK(eq_compare_tensors_of_run(&ref, &test, &tol, dtypes[dt], &m));
+            const int p = dtypes[dt] == EQ_FP32 ? 24 : 8;
+            double max_ulp = 0.0, max_ratio = 0.0;
+            for (int64_t i = 0; i < LARGE_N; i++) {
+                const double r = eq_tensor_get(&ref, i), d = fabs(eq_tensor_get(&test, i) - r);
+                const double scale = fabs(r) > m.ulp_floor ? fabs(r) : m.ulp_floor;
+                int e;
+                frexp(scale, &e); /* scale = f 2^e, f in [0.5, 1): floor(log2 scale) = e - 1 */
+                const double spacing = ldexp(1.0, (e - 1 < -126 ? -126 : e - 1) - p + 1);
+                max_ulp = d / spacing > max_ulp ? d / spacing : max_ulp;
+                const double ratio = d == 0.0 ? 0.0 : d / (tol.atol + tol.rtol * fabs(r));
+                max_ratio = ratio > max_ratio ? ratio : max_ratio;
+            }
+            EQ_EXPECT(m.max_ulp == max_ulp, "%s rtol %g: max ULP %.17g, by division %.17g", eq_dtype_name(dtypes[dt]),
+                      rtols[rt], m.max_ulp, max_ulp);
+            EQ_EXPECT(m.max_tol_ratio == max_ratio, "%s rtol %g: max |d| / bound %.17g, by division %.17g",
+                      eq_dtype_name(dtypes[dt]), rtols[rt], m.max_tol_ratio, max_ratio);
+            EQ_EXPECT(m.argmax == 70006 && m.max_abs == 64.0, "%s: max %g at %lld, want 64 first at 70006",
+                      eq_dtype_name(dtypes[dt]), m.max_abs, (long long)m.argmax);
+            eq_tensor_free(&ref), eq_tensor_free(&test);
+        }
+}
+
 /* Every metric's bytes for large pairs on each path (same bits, rounding changes, NaN and Inf in
  * a block, fp32 with a scale, fp64 with full-precision |d| whose sums round, so that an order of
  * summation that followed the threads would show): printed in hex by `compare_test --digest`. */
@@ -353,6 +396,7 @@ int main(int argc, char **argv)
     test_median_histogram();
     test_median_guess();
     test_large_argmax_and_sums();
+    test_large_maxima_by_division();
     test_identical_shortcut();
     test_median_large();
     return eq_test_finish("compare_stats_test");
