@@ -1,8 +1,11 @@
+#define _DEFAULT_SOURCE /* madvise */
 #include "harness/base/tensor.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "harness/base/bf16.h"
 
@@ -73,6 +76,23 @@ size_t eq_tensor_bytes(const eq_tensor *t)
     return n < 0 ? SIZE_MAX : (size_t)n * eq_dtype_size(t->dtype);
 }
 
+/* A large tensor's whole 2 MiB pages of memory asked to be huge pages where the kernel gives them
+ * on request (transparent_hugepage "madvise"): calloc leaves such an allocation untouched, and a
+ * 64 MiB tensor then faults 32 times where it faulted 16384, each page zeroed by the kernel once
+ * either way. A hint: nothing changes where it is refused. */
+static void huge_pages(void *data, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    enum { HUGE = 2u << 20 };
+    if (bytes < 4 * (size_t)HUGE) return;
+    const uintptr_t begin = ((uintptr_t)data + HUGE - 1) & ~(uintptr_t)(HUGE - 1),
+                    end = ((uintptr_t)data + bytes) & ~(uintptr_t)(HUGE - 1);
+    (void)madvise((void *)begin, end - begin, MADV_HUGEPAGE);
+#else
+    (void)data, (void)bytes;
+#endif
+}
+
 eq_status eq_tensor_init(eq_tensor *t, eq_dtype dt, int ndim, const int64_t *shape)
 {
     memset(t, 0, sizeof *t);
@@ -101,6 +121,7 @@ eq_status eq_tensor_init(eq_tensor *t, eq_dtype dt, int ndim, const int64_t *sha
         memset(t, 0, sizeof *t);
         return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %zu bytes for a tensor", bytes);
     }
+    huge_pages(t->data, bytes);
     return EQ_OK;
 }
 
