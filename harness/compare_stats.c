@@ -361,15 +361,18 @@ static inline lanes_d lanes_inverse_spacing(lanes_d s, int p, int emin)
 }
 
 /* A block where every value of both sides is finite: sums, counts and maxima in lanes (the counts
- * and maxima are exact in any order; the first index of the max is found after). */
-STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, int64_t *histogram, const double *r,
-                                         const double *t, double *d, int64_t begin, int64_t len)
+ * and maxima are exact in any order); 0, with out untouched, where a value is NaN or Inf. */
+STATS_WIDE static int finite_pair_block(const pairs_job *j, pair_block *out, int64_t *histogram, const double *r,
+                                        const double *t, double *d, int64_t begin, int64_t len)
 {
-    /* |d| and the five sums in one loop (lanes as pass 1's: sum t r = sum t^2 = sum r^2 for t = r) */
+    /* |d|, the five sums and whether every value is finite in one loop (lanes as pass 1's: sum t r
+     * = sum t^2 = sum r^2 for t = r) */
     lanes_d sum_abs = {0}, sum_d2 = {0}, sum_r2 = {0}, sum_t2 = {0}, sum_tr = {0};
+    lanes_i nonfinite = {0};
     int64_t g = 0;
     for (; g + LANES <= len; g += LANES) {
         const lanes_d x = load_lanes(r + g), y = load_lanes(t + g), dd = lanes_abs(y - x);
+        nonfinite |= ~(lanes_abs(x) <= DBL_MAX) | ~(lanes_abs(y) <= DBL_MAX);
         memcpy(d + g, &dd, sizeof dd);
         sum_abs += dd;
         sum_d2 += dd * dd;
@@ -378,6 +381,7 @@ STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, in
         sum_tr += y * x;
     }
     for (int k = 0; g < len; g++, k++) {
+        nonfinite[k] |= !(fabs(r[g]) <= DBL_MAX) | !(fabs(t[g]) <= DBL_MAX);
         d[g] = fabs(t[g] - r[g]);
         sum_abs[k] += d[g];
         sum_d2[k] += d[g] * d[g];
@@ -385,6 +389,7 @@ STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, in
         sum_t2[k] += t[g] * t[g];
         sum_tr[k] += t[g] * r[g];
     }
+    if (lanes_count(nonfinite) != 0) return 0;
     out->n_finite = len;
     out->sum_abs = lanes_total(sum_abs);
     out->sum_d2 = lanes_total(sum_d2);
@@ -459,6 +464,7 @@ STATS_WIDE static void finite_pair_block(const pairs_job *j, pair_block *out, in
     if (histogram != NULL)
         for (i = 0; i < len; i++) histogram[(i % HISTOGRAM_COPIES) * N_BINS + (int64_t)(double_bits(d[i]) >> BIN_SHIFT)]++;
     if (j->guess != NULL) eq_median_guess_offer(j->guess, d, len);
+    return 1;
 }
 
 /* A block with NaN or Inf on either side: element by element, the sums in index order. */
@@ -505,10 +511,8 @@ STATS_WIDE static void pairs_range(void *ctx, int slot, int64_t begin, int64_t e
         eq_tensor_widen(j->ref, at, len, r);
         eq_tensor_widen(j->test, at, len, t);
         out->n_differ = count_bits_differ(j->ref, j->test, at, len);
-        int64_t nonfinite = 0;
-        for (int64_t i = 0; i < len; i++) nonfinite += !(fabs(r[i]) <= DBL_MAX) | !(fabs(t[i]) <= DBL_MAX);
-        if (nonfinite == 0) finite_pair_block(j, out, histogram, r, t, d, at, len);
-        else nonfinite_pair_block(j, out, histogram, r, t, d, at, len);
+        if (!finite_pair_block(j, out, histogram, r, t, d, at, len))
+            nonfinite_pair_block(j, out, histogram, r, t, d, at, len);
     }
 }
 
