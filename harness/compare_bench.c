@@ -1,14 +1,19 @@
 /* Benchmark (meson test --benchmark, or build/compare_bench [repeats]): eq_compare_tensors_of_run
  * on the tensors of `equiv --case row_parallel --size docs --tp 4 --dtype bf16`: x [8192, 4096]
  * and w [1024, 4096] with the same bits in both runs (the shortcut), y [8192, 1024] differing in
- * about half its elements by a bf16 step or two (the full path and the median). Prints the median
- * wall and CPU seconds of each over the repeats; asserts nothing about speed. */
+ * about half its elements by a bf16 step or two (the full path and the median). Then
+ * eq_structure_of (harness/structure.h) alone, sharded 4 by column, on a [4096, 4096] fp32 pair
+ * and a [8192, 4096] bf16 pair, every element differing by an ULP or two. Prints the median wall
+ * and CPU seconds of each over the repeats (and the structure pass's wall ns per element);
+ * asserts nothing about speed. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "harness/base/rng.h"
 #include "harness/compare.h"
+#include "harness/structure.h"
 
 static double seconds(clockid_t clock)
 {
@@ -24,6 +29,45 @@ static int by_value(const void *a, const void *b)
 }
 
 #define MAX_REPEATS 64
+
+/* test = ref moved by -1, +1 or +2 ULPs of its dtype (fp32 or bf16) per element, none left equal. */
+static void ulp_steps(eq_tensor *test)
+{
+    uint64_t state = 777;
+    for (int64_t i = 0; i < eq_tensor_numel(test); i++) {
+        state = state * 6364136223846793005u + 1442695040888963407u;
+        const int step = (int)(state >> 62) == 0 ? -1 : (int)(state >> 62) == 3 ? 2 : 1;
+        if (test->dtype == EQ_BF16) ((uint16_t *)test->data)[i] = (uint16_t)(((uint16_t *)test->data)[i] + step);
+        else ((uint32_t *)test->data)[i] = (uint32_t)(((uint32_t *)test->data)[i] + step);
+    }
+}
+
+/* eq_structure_of on a [rows, cols] pair of dtype dt, 4 shards along the last dim. */
+static int structure_bench(eq_dtype dt, int64_t rows, int64_t cols, int repeats)
+{
+    eq_tensor ref, test;
+    if (eq_tensor_init_2d(&ref, dt, rows, cols) != EQ_OK) return 1;
+    eq_rng_fill_normal(&ref, 3, "structure", 1.0);
+    if (eq_tensor_clone(&test, &ref) != EQ_OK) return 1;
+    ulp_steps(&test);
+    double wall[MAX_REPEATS], cpu[MAX_REPEATS];
+    eq_structure s;
+    for (int r = 0; r < repeats; r++) {
+        const double w0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_PROCESS_CPUTIME_ID);
+        if (eq_structure_of(&ref, &test, dt, 1, 4, &s) != EQ_OK) return 1;
+        wall[r] = seconds(CLOCK_MONOTONIC) - w0;
+        cpu[r] = seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    }
+    qsort(wall, (size_t)repeats, sizeof *wall, by_value);
+    qsort(cpu, (size_t)repeats, sizeof *cpu, by_value);
+    printf("structure %s [%lld, %lld] 4 shards by column: median of %d: %.4f s wall (%.3f ns/element), %.4f s CPU "
+           "(factor %.9g, shard rel %.4g)\n",
+           dt == EQ_BF16 ? "bf16" : "fp32", (long long)rows, (long long)cols, repeats, wall[repeats / 2],
+           1e9 * wall[repeats / 2] / (double)(rows * cols), cpu[repeats / 2], s.factor, s.shard_rel);
+    eq_tensor_free(&ref);
+    eq_tensor_free(&test);
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -65,5 +109,7 @@ int main(int argc, char **argv)
         eq_tensor_free(&ref);
         eq_tensor_free(&test);
     }
+    if (structure_bench(EQ_FP32, 4096, 4096, repeats) != 0 || structure_bench(EQ_BF16, 8192, 4096, repeats) != 0)
+        return 1;
     return 0;
 }
