@@ -11,10 +11,13 @@
 #include "harness/base/bf16.h"
 #include "harness/compare_stats.h"
 
-/* An AVX2 copy of the block loops beside the baseline x86-64 one, picked when the process starts
- * (as models/spd_rows.c): the lanes below are independent IEEE operations, so both give the same
- * bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* An x86-64-v4 (AVX-512) and an AVX2 copy of the block loops beside the baseline x86-64 one,
+ * picked when the process starts (as models/spd_rows.c, harness/structure.c): the lanes below are
+ * independent IEEE operations (and the build contracts none into FMAs: -ffp-contract=off), so
+ * every copy gives the same bits. GCC names x86-64-v4 from 12 on. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#define STATS_WIDE __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define STATS_WIDE __attribute__((target_clones("avx2", "default")))
 #else
 #define STATS_WIDE
