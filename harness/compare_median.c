@@ -22,9 +22,7 @@ typedef struct {
     const eq_tensor *ref, *test;
 } median_source;
 
-/* The k-th smallest of a[0..n) (0-based) by Hoare's selection, partially reordering a: on
- * return every a[j] with j > k is >= a[k]. Expected O(n). */
-static double select_kth(double *a, int64_t n, int64_t k)
+double eq_median_select(double *a, int64_t n, int64_t k)
 {
     int64_t lo = 0, hi = n - 1;
     while (lo < hi) {
@@ -54,120 +52,6 @@ static void bin_bits(int64_t bin, uint64_t *lo, uint64_t *hi)
 {
     *lo = bin < 0 ? 0 : bin == 0 ? 1 : (uint64_t)bin << BIN_SHIFT; /* bin 0 without |d| = 0 */
     *hi = bin < 0 ? FP64_INF_BITS : (uint64_t)(bin + 1) << BIN_SHIFT;
-}
-
-/* ---- the guess: a sample before pass 2, the window's |d| gathered during it ---- */
-
-#define GUESS_HALF_WIDTH 0.02 /* the window: the sample's quantiles 0.5 -+ this */
-
-/* The |d| of the sampled pairs where both sides are finite, into s ([RUNS * RUN]); how many. */
-static int64_t sample_differences(const eq_tensor *ref, const eq_tensor *test, int64_t n, double *s)
-{
-    double r[EQ_MEDIAN_SAMPLE_RUN], t[EQ_MEDIAN_SAMPLE_RUN];
-    int64_t m = 0;
-    for (int64_t run = 0; run < EQ_MEDIAN_SAMPLE_RUNS; run++) {
-        const int64_t at = run * (n - EQ_MEDIAN_SAMPLE_RUN) / (EQ_MEDIAN_SAMPLE_RUNS - 1);
-        eq_tensor_widen(ref, at, EQ_MEDIAN_SAMPLE_RUN, r);
-        eq_tensor_widen(test, at, EQ_MEDIAN_SAMPLE_RUN, t);
-        for (int i = 0; i < EQ_MEDIAN_SAMPLE_RUN; i++)
-            if (isfinite(r[i]) && isfinite(t[i])) s[m++] = fabs(t[i] - r[i]);
-    }
-    return m;
-}
-
-eq_status eq_median_guess_begin(const eq_tensor *ref, const eq_tensor *test, eq_median_guess *g)
-{
-    g->first_bin = 1, g->last_bin = 0, g->lo = g->hi = 0, g->values = NULL, g->room = 0, g->front_bin = -1,
-    g->selected = -1;
-    atomic_init(&g->count, 0);
-    const int64_t n = eq_tensor_numel(ref);
-    if (n < 4 * EQ_MEDIAN_DIRECT) return EQ_OK;
-    double *s = malloc((size_t)EQ_MEDIAN_SAMPLE_RUNS * EQ_MEDIAN_SAMPLE_RUN * sizeof *s);
-    if (s == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate the median's sample");
-    const int64_t m = sample_differences(ref, test, n, s);
-    if (m < EQ_MEDIAN_SAMPLE_RUNS) { /* mostly NaN or Inf: no guess */
-        free(s);
-        return EQ_OK;
-    }
-    const double low = select_kth(s, m, (int64_t)((0.5 - GUESS_HALF_WIDTH) * (double)(m - 1))),
-                 high = select_kth(s, m, (int64_t)ceil((0.5 + GUESS_HALF_WIDTH) * (double)(m - 1)));
-    const int64_t first = (int64_t)(double_bits(low) >> BIN_SHIFT), last = (int64_t)(double_bits(high) >> BIN_SHIFT);
-    uint64_t lo = first == 0 ? 1 : (uint64_t)first << BIN_SHIFT, hi = (uint64_t)(last + 1) << BIN_SHIFT;
-    int64_t in_window = 0;
-    for (int64_t i = 0; i < m; i++) in_window += double_bits(s[i]) - lo < hi - lo;
-    free(s);
-    if (high == 0.0 || in_window > m / 8) return EQ_OK; /* the median is likely 0, or bins of few values */
-    g->room = n / 8;
-    g->values = malloc((size_t)g->room * sizeof *g->values);
-    if (g->values == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " doubles for the median", g->room);
-    g->first_bin = first, g->last_bin = last, g->lo = lo, g->hi = hi;
-    return EQ_OK;
-}
-
-void eq_median_guess_offer(eq_median_guess *g, const double *d, int64_t len)
-{
-    double found[BLOCK];
-    const uint64_t lo = g->lo, width = g->hi - g->lo;
-    int64_t m = 0;
-    for (int64_t i = 0; i < len; i++) { /* unsigned: below lo wraps above width; NaN and Inf lie above hi */
-        found[m] = d[i];
-        m += double_bits(d[i]) - lo < width;
-    }
-    if (m == 0) return;
-    const int64_t at = atomic_fetch_add(&g->count, m);
-    if (at + m <= g->room) memcpy(g->values + at, found, (size_t)m * sizeof *found);
-}
-
-void eq_median_guess_end(eq_median_guess *g)
-{
-    free(g->values);
-    g->values = NULL;
-}
-
-/* The rank-th smallest |d| from the guess's gathered values where they hold that rank (*found 1),
- * else *found 0: the values of the rank's bin moved to the front of them, and selected there. */
-static eq_status guessed_value(eq_median_guess *g, const int64_t *bins, int64_t n_zero, int64_t rank, int *found,
-                               double *value)
-{
-    const int64_t count = atomic_load(&g->count);
-    *found = 0;
-    if (g->first_bin > g->last_bin || count > g->room) return EQ_OK;
-    int64_t below = n_zero, in_bins = 0;
-    for (int64_t b = 0; b < g->first_bin; b++) below += bins[b];
-    for (int64_t b = g->first_bin; b <= g->last_bin; b++) in_bins += bins[b];
-    if (in_bins != count)
-        return EQ_FAIL(EQ_ERR_INTERNAL, "the median's window holds %" PRId64 " |d|, gathered %" PRId64, in_bins, count);
-    if (rank < below || rank >= below + count) return EQ_OK;
-    int64_t bin = g->first_bin;
-    while (below + bins[bin] <= rank) below += bins[bin++];
-    double *v = g->values;
-    if (g->front_bin != bin) {
-        uint64_t lo, hi;
-        bin_bits(bin, &lo, &hi);
-        int64_t front = 0;
-        for (int64_t i = 0; i < count; i++)
-            if (double_bits(v[i]) - lo < hi - lo) {
-                const double swap = v[front];
-                v[front++] = v[i];
-                v[i] = swap;
-            }
-        if (front != bins[bin])
-            return EQ_FAIL(EQ_ERR_INTERNAL, "the median's bin %" PRId64 " holds %" PRId64 " |d|, gathered %" PRId64,
-                           bin, bins[bin], front);
-        g->front_bin = bin;
-        g->selected = -1;
-    }
-    const int64_t k = rank - below, in_bin = bins[bin];
-    if (g->selected >= 0 && k == g->selected + 1) { /* the next after one selected: the least above it */
-        double least = INFINITY;
-        for (int64_t i = k; i < in_bin; i++) least = v[i] < least ? v[i] : least;
-        *value = least;
-    } else {
-        *value = select_kth(v, in_bin, k);
-    }
-    g->selected = k;
-    *found = 1;
-    return EQ_OK;
 }
 
 /* Gathering the |d| of the finite pairs whose fp64 bits lie in [lo, hi) into out (at most `room`),
@@ -326,17 +210,64 @@ static int64_t gather_at_once(int64_t n_finite)
     return n_finite / 16 > EQ_MEDIAN_DIRECT ? n_finite / 16 : EQ_MEDIAN_DIRECT;
 }
 
-/* The rank-th smallest |d| (0-based) of the finite pairs: 0 among the n_zero zeros, else the bin's
- * least or largest where the rank falls among the values equal to them, else selected among the
- * bin's values (bins: the workers' histograms combined; NULL: select over every |d|, n_finite of
- * them). The extremes are looked at only in a bin too large to gather at once. */
-static eq_status value_at_rank(const median_source *j, const int64_t *bins, int64_t n_finite, int64_t n_zero,
-                               int64_t rank, eq_median_guess *guess, bin_extremes *e, gathered_bin *g, double *value)
+/* ---- the histogram, where pass 2 built none (its guess missed) ---- */
+
+typedef struct {
+    const eq_tensor *ref, *test;
+    int64_t *histograms; /* [workers][HISTOGRAM_SIZE] */
+} histogram_job;
+
+STATS_WIDE static void histogram_range(void *ctx, int slot, int64_t begin, int64_t end)
+{
+    const histogram_job *j = ctx;
+    const int64_t n = eq_tensor_numel(j->ref);
+    int64_t *h = j->histograms + (size_t)slot * HISTOGRAM_SIZE;
+    double r[BLOCK], t[BLOCK];
+    for (int64_t b = begin; b < end; b++) {
+        const int64_t len = block_len(n, b);
+        eq_tensor_widen(j->ref, b * BLOCK, len, r);
+        eq_tensor_widen(j->test, b * BLOCK, len, t);
+        for (int64_t i = 0; i < len; i++) /* NaN and Inf pairs counted nowhere; |d| = 0 in bin 0, as pass 2 */
+            if (isfinite(r[i]) && isfinite(t[i]))
+                h[(i % HISTOGRAM_COPIES) * N_BINS + (int64_t)(double_bits(fabs(t[i] - r[i])) >> BIN_SHIFT)]++;
+    }
+}
+
+/* The combined histogram of |d| that pass 2 builds where it has no guess, by a pass of its own. */
+static eq_status histogram_pass(const eq_tensor *ref, const eq_tensor *test, int64_t n_zero, int64_t **bins)
+{
+    const int workers = eq_parallel_workers();
+    histogram_job job = {ref, test, calloc((size_t)workers * HISTOGRAM_SIZE, sizeof(int64_t))};
+    if (job.histograms == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate the median's histograms");
+    eq_parallel_for_slots(block_count(eq_tensor_numel(ref)), EQ_STATS_BLOCKS_PER_RANGE, histogram_range, &job);
+    eq_median_histograms_combine(job.histograms, workers, n_zero);
+    *bins = job.histograms;
+    return EQ_OK;
+}
+
+/* ---- a rank's value ---- */
+
+typedef struct {
+    median_source source;
+    const int64_t *bins;  /* the combined histogram: pass 2's, or built here (owned), or NULL */
+    int64_t *owned_bins;
+    eq_median_guess *guess; /* or NULL */
+    bin_extremes extremes;
+    gathered_bin gathered;
+} median_state;
+
+/* The rank-th smallest |d| (0-based) of the finite pairs: 0 among the n_zero zeros, else from the
+ * guess's window where it holds the rank, else by the histogram (built here where pass 2 built
+ * none): the bin's least or largest where the rank falls among the values equal to them (looked
+ * at only in a bin too large to gather at once), else selected among the bin's values. A tensor
+ * of at most EQ_MEDIAN_DIRECT elements: selected among every |d|. */
+static eq_status value_at_rank(median_state *m, int64_t n_finite, int64_t n_zero, int64_t rank, double *value)
 {
     eq_status st = EQ_OK;
-    if (bins == NULL) {
-        EQ_TRY(gather_bin(j, -1, n_finite, g));
-        *value = select_kth(g->values, g->count, rank);
+    const median_source *j = &m->source;
+    if (eq_tensor_numel(j->ref) <= EQ_MEDIAN_DIRECT) {
+        EQ_TRY(gather_bin(j, -1, n_finite, &m->gathered));
+        *value = eq_median_select(m->gathered.values, m->gathered.count, rank);
         return EQ_OK;
     }
     if (rank < n_zero) {
@@ -344,23 +275,28 @@ static eq_status value_at_rank(const median_source *j, const int64_t *bins, int6
         return EQ_OK;
     }
     int found = 0;
-    if (guess != NULL) EQ_TRY(guessed_value(guess, bins, n_zero, rank, &found, value));
+    if (m->guess != NULL) EQ_TRY(eq_median_guess_value(m->guess, n_zero, rank, &found, value));
     if (found) return EQ_OK;
+    if (m->bins == NULL) {
+        EQ_TRY(histogram_pass(j->ref, j->test, n_zero, &m->owned_bins));
+        m->bins = m->owned_bins;
+    }
+    const int64_t *bins = m->bins;
     int64_t below = n_zero, bin = 0;
     while (bin < N_BINS - 1 && below + bins[bin] <= rank) below += bins[bin++];
     if (bins[bin] > gather_at_once(n_finite)) { /* a large bin: one pass may name the value with no gathering */
-        EQ_TRY(find_extremes(j, bin, e));
-        if (rank - below < e->n_least) {
-            *value = e->least;
+        EQ_TRY(find_extremes(j, bin, &m->extremes));
+        if (rank - below < m->extremes.n_least) {
+            *value = m->extremes.least;
             return EQ_OK;
         }
-        if (rank - below >= bins[bin] - e->n_largest) {
-            *value = e->largest;
+        if (rank - below >= bins[bin] - m->extremes.n_largest) {
+            *value = m->extremes.largest;
             return EQ_OK;
         }
     }
-    EQ_TRY(gather_bin(j, bin, bins[bin], g));
-    *value = select_kth(g->values, g->count, rank - below);
+    EQ_TRY(gather_bin(j, bin, bins[bin], &m->gathered));
+    *value = eq_median_select(m->gathered.values, m->gathered.count, rank - below);
 cleanup:
     return st;
 }
@@ -369,19 +305,17 @@ eq_status eq_median_abs(const eq_tensor *ref, const eq_tensor *test, const int64
                         int64_t n_zero, eq_median_guess *guess, double *median)
 {
     eq_status st = EQ_OK;
-    const median_source source = {ref, test}, *j = &source;
-    gathered_bin g = {-2, NULL, 0};
-    bin_extremes e = {-2, 0.0, 0.0, 0, 0};
+    median_state m = {{ref, test}, bins, NULL, guess, {-2, 0.0, 0.0, 0, 0}, {-2, NULL, 0}};
     double lower = 0.0, upper = 0.0;
     *median = 0.0;
     if (n_finite == 0) return EQ_OK;
     const int64_t k = (n_finite - 1) / 2;
-    EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k, guess, &e, &g, &lower));
+    EQ_TRY(value_at_rank(&m, n_finite, n_zero, k, &lower));
     upper = lower;
-    if (n_finite % 2 == 0) EQ_TRY(value_at_rank(j, bins, n_finite, n_zero, k + 1, guess, &e, &g, &upper));
+    if (n_finite % 2 == 0) EQ_TRY(value_at_rank(&m, n_finite, n_zero, k + 1, &upper));
     *median = n_finite % 2 == 1 ? lower : 0.5 * (lower + upper);
 cleanup:
-    free(g.values);
+    free(m.gathered.values);
+    free(m.owned_bins);
     return st;
 }
-

@@ -276,7 +276,7 @@ static eq_status identical_metrics(const eq_tensor *ref, const value_totals *rt,
 
 typedef struct {
     int64_t n_differ, nan_test, inf_test, nonfinite_mismatch;
-    int64_t n_finite, n_zero, n_ratio, n_outside, above[EQ_N_THRESHOLDS];
+    int64_t n_finite, n_zero, n_below, n_ratio, n_outside, above[EQ_N_THRESHOLDS];
     double sum_abs, sum_d2, sum_r2, sum_t2, sum_tr, ratio_sum;
     double max_abs, ulp_at_max, max_ulp, max_tol_ratio;
     int64_t argmax; /* the first index of max_abs; -1: no |d| > 0 */
@@ -288,7 +288,8 @@ typedef struct {
     int significand_bits, min_exponent; /* of the dtype ULPs are counted in */
     pair_block *blocks;                 /* [block_count(numel)] */
     int64_t *histograms;                /* [workers][HISTOGRAM_SIZE] counts, or NULL */
-    eq_median_guess *guess;             /* gathers the |d| near the median, or NULL */
+    eq_median_guess *guess;             /* a window: gathers the |d| in it, or NULL */
+    int64_t below;                      /* the window's lo (0: none): pairs with 0 < |d| below it are counted */
 } pairs_job;
 
 /* Spacing of the dtype's numbers at scale s >= 0: 2^(floor(log2 s) - p + 1), or the subnormal
@@ -404,8 +405,9 @@ STATS_WIDE static int finite_pair_block(const pairs_job *j, pair_block *out, int
      * largest |d|'s, division being monotone, so it is taken once after. */
     const int reciprocal = j->significand_bits <= 24, constant_bound = j->rtol == 0.0;
     lanes_d ratio_sum = zero, max_abs = zero, max_ulp = zero, max_tol = zero;
-    lanes_i n_ratio = {0}, n_zero = {0}, n_outside = {0}, above[EQ_N_THRESHOLDS] = {{0}};
+    lanes_i n_ratio = {0}, n_zero = {0}, n_below = {0}, n_outside = {0}, above[EQ_N_THRESHOLDS] = {{0}};
     lanes_i at_max = {0, 1, 2, 3}; /* per lane, the first index of its max |d| */
+    const lanes_i window_lo = (lanes_i){0} + j->below; /* |d| >= 0: its bits compare as its value */
     int64_t i = 0;
     for (; i + LANES <= len; i += LANES) { /* counts: each true comparison is -1 */
         const lanes_d x = load_lanes(r + i), y = load_lanes(t + i), dd = load_lanes(d + i), ax = lanes_abs(x);
@@ -413,6 +415,7 @@ STATS_WIDE static int finite_pair_block(const pairs_job *j, pair_block *out, int
         ratio_sum += lanes_select(counted, y / x, zero);
         n_ratio += counted;
         n_zero += ~nonzero;
+        n_below += nonzero & ((lanes_i)dd < window_lo);
         const lanes_i larger = dd > max_abs;
         max_abs = lanes_select(larger, dd, max_abs);
         at_max = (at_max & ~larger) | ((((lanes_i){0, 1, 2, 3}) + i) & larger);
@@ -434,6 +437,7 @@ STATS_WIDE static int finite_pair_block(const pairs_job *j, pair_block *out, int
         ratio_sum[k] += counted ? y / x : 0.0;
         n_ratio[k] -= counted;
         n_zero[k] -= dd == 0.0;
+        n_below[k] -= dd != 0.0 && (int64_t)double_bits(dd) < j->below;
         if (dd > max_abs[k]) max_abs[k] = dd, at_max[k] = i;
         const double ulps = ulps_of(j, x, dd);
         max_ulp[k] = ulps > max_ulp[k] ? ulps : max_ulp[k];
@@ -445,6 +449,7 @@ STATS_WIDE static int finite_pair_block(const pairs_job *j, pair_block *out, int
     out->ratio_sum = lanes_total(ratio_sum);
     out->n_ratio = -lanes_count(n_ratio);
     out->n_zero = -lanes_count(n_zero);
+    out->n_below = -lanes_count(n_below);
     out->n_outside = -lanes_count(n_outside);
     for (int a = 0; a < EQ_N_THRESHOLDS; a++) out->above[a] = -lanes_count(above[a]);
     out->max_abs = lanes_max(max_abs);
@@ -494,6 +499,7 @@ static inline void nonfinite_pair_block(const pairs_job *j, pair_block *out, int
         if (histogram != NULL) histogram[double_bits(d) >> BIN_SHIFT]++; /* |d| = 0 too, as above */
         if (d == 0.0) out->n_zero++;
         else tally_difference(j, out, r[i], d, begin + i);
+        out->n_below += d != 0.0 && (int64_t)double_bits(d) < j->below;
     }
 }
 
@@ -529,6 +535,7 @@ static void combine_pairs(const pair_block *blocks, int64_t nb, pair_block *t)
         t->nonfinite_mismatch += p->nonfinite_mismatch;
         t->n_finite += p->n_finite;
         t->n_zero += p->n_zero;
+        t->n_below += p->n_below;
         t->n_ratio += p->n_ratio;
         t->n_outside += p->n_outside;
         for (int k = 0; k < EQ_N_THRESHOLDS; k++) t->above[k] += p->above[k];
@@ -560,7 +567,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
     value_block *values = calloc((size_t)(nb > 0 ? nb : 1), sizeof *values);
     pair_block *pairs = NULL;
     int64_t *histograms = NULL;
-    eq_median_guess guess = {.first_bin = 1, .values = NULL};
+    eq_median_guess guess = {.kind = EQ_GUESS_NONE, .values = NULL, .fine = NULL};
     if (values == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " block statistics", nb);
         goto cleanup;
@@ -590,22 +597,23 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
         st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " block statistics", nb);
         goto cleanup;
     }
-    if (n > EQ_MEDIAN_DIRECT) {
+    if (n > EQ_MEDIAN_DIRECT) EQ_TRY(eq_median_guess_begin(ref, test, &guess));
+    if (n > EQ_MEDIAN_DIRECT && guess.kind == EQ_GUESS_NONE) {
         histograms = calloc((size_t)eq_parallel_workers() * HISTOGRAM_SIZE, sizeof *histograms);
         if (histograms == NULL) {
             st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate the median's histograms");
             goto cleanup;
         }
-        EQ_TRY(eq_median_guess_begin(ref, test, &guess));
     }
     const double atol = tol->atol_scale == EQ_ATOL_REF_RMS ? tol->atol * ref_rms : tol->atol; /* in units of rms(ref) */
     pairs_job job = {ref, test, ref_rms, floor_scale, atol, tol->rtol, significand_bits(out->dtype),
                      out->dtype == EQ_FP64 ? -1022 : -126, pairs, histograms,
-                     guess.first_bin <= guess.last_bin ? &guess : NULL};
+                     guess.kind == EQ_GUESS_WINDOW ? &guess : NULL, (int64_t)guess.lo};
     eq_parallel_for_slots(nb, EQ_STATS_BLOCKS_PER_RANGE, pairs_range, &job);
     pair_block p;
     combine_pairs(pairs, nb, &p);
     if (histograms != NULL) eq_median_histograms_combine(histograms, eq_parallel_workers(), p.n_zero);
+    guess.n_below = p.n_below;
 
     out->n_differ = p.n_differ;
     out->nan_test = p.nan_test;
@@ -622,7 +630,8 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
         out->mean_abs = p.sum_abs / (double)p.n_finite;
         for (int k = 0; k < EQ_N_THRESHOLDS; k++) out->frac_above[k] = (double)p.above[k] / (double)p.n_finite;
     }
-    EQ_TRY(eq_median_abs(ref, test, histograms, p.n_finite, p.n_zero, job.guess, &out->median_abs));
+    EQ_TRY(eq_median_abs(ref, test, histograms, p.n_finite, p.n_zero, guess.kind != EQ_GUESS_NONE ? &guess : NULL,
+                         &out->median_abs));
     out->rel_fro = p.sum_r2 > 0.0 ? sqrt(p.sum_d2) / sqrt(p.sum_r2) : (p.sum_d2 > 0.0 ? INFINITY : 0.0);
     if (p.sum_r2 == 0.0 && p.sum_t2 == 0.0) out->cosine = 1.0;
     else if (p.sum_r2 == 0.0 || p.sum_t2 == 0.0) out->cosine = 0.0;

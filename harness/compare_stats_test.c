@@ -188,12 +188,11 @@ static void test_median_histogram(void)
     }
 }
 
-/* The median's bin (harness/compare_blocks.h) and whether the guess's window holds it. */
-static int64_t bin_of(double d) { return (int64_t)(double_bits(d) >> BIN_SHIFT); }
-
-/* One median through the guess (compare_median.h): the window it takes for ref and test, whether
- * that holds the median's bin (in_window), and the median compare gives against a full sort. */
-static void check_guessed_median(const char *what, eq_tensor *ref, eq_tensor *test, int want_in_window)
+/* One median through the guess (compare_median_guess.h): the kind of guess taken for ref and test
+ * and whether it holds the median (a zero median, or one in the window's bits), and the median
+ * compare gives against a full sort. */
+static void check_guessed_median(const char *what, eq_tensor *ref, eq_tensor *test, eq_guess_kind want_kind,
+                                 int want_held)
 {
     const int64_t n = eq_tensor_numel(ref);
     double *sorted = malloc((size_t)n * sizeof *sorted);
@@ -205,9 +204,9 @@ static void check_guessed_median(const char *what, eq_tensor *ref, eq_tensor *te
     const double want = median_by_sort(sorted, finite);
     eq_median_guess g;
     EQ_EXPECT_OK(eq_median_guess_begin(ref, test, &g));
-    const int in_window = g.first_bin <= bin_of(want) && bin_of(want) <= g.last_bin;
-    EQ_EXPECT(in_window == want_in_window, "%s: the median's bin %lld %s the window [%lld, %lld]", what,
-              (long long)bin_of(want), in_window ? "in" : "not in", (long long)g.first_bin, (long long)g.last_bin);
+    const int held = g.kind == EQ_GUESS_ZERO ? want == 0.0 : double_bits(want) >= g.lo && double_bits(want) < g.hi;
+    EQ_EXPECT(g.kind == want_kind && held == want_held, "%s: guess %d (want %d), the median %g %s it", what,
+              (int)g.kind, (int)want_kind, want, held ? "in" : "not in");
     eq_median_guess_end(&g);
     eq_metrics m = compare(ref, test, &tol_zero);
     EQ_EXPECT(m.median_abs == want, "%s: median %.17g, want %.17g", what, m.median_abs, want);
@@ -225,9 +224,9 @@ static int sampled(int64_t i, int64_t n)
 }
 
 /* The median gathered during pass 2 in the window a sample guessed (an odd and an even count, and
- * NaN and Inf among the pairs), and the two ways a guess misses, each still the exact median: a
- * sample that is not like the rest (the window elsewhere), and a window that holds more |d| than
- * its room (one value fills it). */
+ * NaN and Inf among the pairs), and the ways a guess misses, each still the exact median: a sample
+ * that is not like the rest (the window elsewhere), a window that holds more |d| than its room (one
+ * value fills it), and a sample of zeros where the rest differ; and a zero median guessed. */
 static void test_median_guess(void)
 {
     for (int64_t n = (int64_t)1 << 20; n <= ((int64_t)1 << 20) + 1; n++) {
@@ -244,16 +243,32 @@ static void test_median_guess(void)
             t[i] = r[i] + (i % 10 == 0 ? 0.0 : (double)(state >> 11 & 0xffffffff) * 0x1p-36);
         }
         r[77] = NAN, t[1000] = INFINITY, t[5000] = NAN;
-        check_guessed_median("guessed", &ref, &test, 1);
+        check_guessed_median("guessed", &ref, &test, EQ_GUESS_WINDOW, 1);
+        eq_median_guess g;
+        EQ_EXPECT_OK(eq_median_guess_begin(&ref, &test, &g));
+        for (int64_t i = 7, k = 0; k < 2000; i += 97) /* |d| on the window's lower edge and just under it */
+            if (!in_sample[i]) {
+                const uint64_t bits = g.lo - (uint64_t)(k++ % 2);
+                r[i] = 0.0;
+                memcpy(&t[i], &bits, sizeof bits);
+            }
+        eq_median_guess_end(&g);
+        check_guessed_median("on the window's edge", &ref, &test, EQ_GUESS_WINDOW, 1);
         for (int64_t i = 0; i < n; i++) /* the sampled pairs' |d| ten times the others' */
             if (in_sample[i]) t[i] = r[i] + 10.0 * (t[i] - r[i]);
-        check_guessed_median("sample unlike the rest", &ref, &test, 0);
+        check_guessed_median("sample unlike the rest", &ref, &test, EQ_GUESS_WINDOW, 0);
         for (int64_t i = 0; i < n; i++) { /* the sample spread over [0.25, 0.75), the rest |d| = 0.5 */
             state = state * 6364136223846793005u + 1442695040888963407u;
             r[i] = 1.0;
             t[i] = 1.0 + (in_sample[i] ? 0.25 + (double)(state >> 12) * 0x1p-53 : 0.5);
         }
-        check_guessed_median("window over its room", &ref, &test, 1);
+        check_guessed_median("window over its room", &ref, &test, EQ_GUESS_WINDOW, 1);
+        for (int64_t i = 0; i < n; i++) /* the sample the same bits, the rest not: a zero median guessed */
+            t[i] = in_sample[i] ? 1.0 : 1.0 + 0x1p-10 * (double)(i % 5);
+        check_guessed_median("sample of zeros", &ref, &test, EQ_GUESS_ZERO, 0);
+        for (int64_t i = 0; i < n; i++) /* two thirds the same bits */
+            t[i] = i % 3 ? 1.0 : 1.0 + 0x1p-10 * (double)(i % 7);
+        check_guessed_median("zero median", &ref, &test, EQ_GUESS_ZERO, 1);
         free(in_sample);
         eq_tensor_free(&ref), eq_tensor_free(&test);
     }
