@@ -38,7 +38,7 @@ typedef struct {
     int64_t front;         /* the sub-bin whose |d| are at the front of values, or -1 */
     int64_t selected;      /* the last rank among them selected (all after it are >= it), or -1 */
 } eq_median_guess;
-#define EQ_MEDIAN_FINE_BINS ((int64_t)1 << 16)
+#define EQ_MEDIAN_FINE_BINS ((int64_t)1 << 12) /* 32 KiB of counts: in the first-level cache */
 
 eq_status eq_median_guess_begin(const eq_tensor *ref, const eq_tensor *test, eq_median_guess *g);
 /* The |d| of one block's pairs (NaN or Inf where a side is not finite) that lie in the window. */
