@@ -402,8 +402,8 @@ static eq_status assemble_path(const eq_capture *ranks, const char *const *names
         full.dtype = e0->tensor.dtype;
         full.ndim = e0->tensor.ndim;
         memcpy(full.shape, shape, sizeof full.shape);
-    } else {
-        EQ_TRY(eq_tensor_init(&full, e0->tensor.dtype, e0->tensor.ndim, shape));
+    } else { /* every part placed below: the whole tensor written */
+        EQ_TRY(eq_tensor_init_whole(&full, e0->tensor.dtype, e0->tensor.ndim, shape));
     }
     for (int r = 0; r < n && !shape_only; r++) {
         if (held[r] == NULL) continue;

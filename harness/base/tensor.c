@@ -1,6 +1,7 @@
 #define _DEFAULT_SOURCE /* madvise */
 #include "harness/base/tensor.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,75 @@ eq_status eq_tensor_init(eq_tensor *t, eq_dtype dt, int ndim, const int64_t *sha
     return EQ_OK;
 }
 
+/* The storage of freed large tensors, kept for eq_tensor_init_whole. */
+enum { KEPT_MAX = 8 };
+#define KEPT_MIN_BYTES ((size_t)8 << 20)
+#define KEPT_TOTAL_MAX ((size_t)256 << 20)
+static struct {
+    void *data[KEPT_MAX];
+    size_t bytes[KEPT_MAX];
+    int count;
+    size_t total;
+    pthread_mutex_t lock;
+} kept = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Kept storage of exactly `bytes`, taken from the store, or NULL. */
+static void *take_kept(size_t bytes)
+{
+    void *data = NULL;
+    pthread_mutex_lock(&kept.lock);
+    for (int i = 0; i < kept.count && data == NULL; i++)
+        if (kept.bytes[i] == bytes) {
+            data = kept.data[i];
+            kept.total -= bytes;
+            kept.count--;
+            kept.data[i] = kept.data[kept.count], kept.bytes[i] = kept.bytes[kept.count];
+        }
+    pthread_mutex_unlock(&kept.lock);
+    return data;
+}
+
+/* 1 where the store took data (bytes of it), else 0. */
+static int keep(void *data, size_t bytes)
+{
+    int taken = 0;
+    if (bytes < KEPT_MIN_BYTES || bytes > KEPT_TOTAL_MAX) return 0;
+    pthread_mutex_lock(&kept.lock);
+    if (kept.count < KEPT_MAX && kept.total + bytes <= KEPT_TOTAL_MAX) {
+        kept.data[kept.count] = data, kept.bytes[kept.count] = bytes;
+        kept.count++;
+        kept.total += bytes;
+        taken = 1;
+    }
+    pthread_mutex_unlock(&kept.lock);
+    return taken;
+}
+
+void eq_tensor_release_kept(void)
+{
+    pthread_mutex_lock(&kept.lock);
+    for (int i = 0; i < kept.count; i++) free(kept.data[i]);
+    kept.count = 0;
+    kept.total = 0;
+    pthread_mutex_unlock(&kept.lock);
+}
+
+eq_status eq_tensor_init_whole(eq_tensor *t, eq_dtype dt, int ndim, const int64_t *shape)
+{
+    if (ndim >= 1 && ndim <= EQ_MAX_DIMS && eq_shape_bytes(ndim, shape, eq_dtype_size(dt)) >= (int64_t)KEPT_MIN_BYTES) {
+        void *data = take_kept((size_t)eq_shape_bytes(ndim, shape, eq_dtype_size(dt)));
+        if (data != NULL) {
+            memset(t, 0, sizeof *t);
+            t->dtype = dt;
+            t->ndim = ndim;
+            for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+            t->data = data;
+            return EQ_OK;
+        }
+    }
+    return eq_tensor_init(t, dt, ndim, shape);
+}
+
 eq_status eq_tensor_init_2d(eq_tensor *t, eq_dtype dt, int64_t rows, int64_t cols)
 {
     int64_t shape[2] = {rows, cols};
@@ -140,7 +210,7 @@ eq_status eq_tensor_clone(eq_tensor *dst, const eq_tensor *src)
 
 void eq_tensor_free(eq_tensor *t)
 {
-    free(t->data);
+    if (t->data == NULL || !keep(t->data, eq_tensor_bytes(t))) free(t->data);
     memset(t, 0, sizeof *t);
 }
 
