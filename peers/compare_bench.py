@@ -7,12 +7,13 @@ file against a run directory of 4 rank files, fp32 and bf16, dp 4 (shards along 
                            [--dir DIR] [--huge GB]
 
 Each configuration: the capture is written under DIR (default: a temporary folder), then PAIRS
-rounds run equiv and the peer in alternation (equiv first in even rounds, last in odd ones), each
-from a cold page cache where this user may drop it (/proc/sys/vm/drop_caches), else as it lies;
-then the files are read once (`cat > /dev/null`, under the same cache), and the capture deleted.
-Printed per configuration: medians of wall time and peak memory (equiv's own process, which maps
-the readers' shared buffer; the readers' peak beside it), the median of the pairs' ratios
-equiv / peer (issue 29: at most 0.7), and equiv over reading the files once.
+rounds run, each from a cold page cache where this user may drop it (/proc/sys/vm/drop_caches),
+else as it lies, in an order rotated from round to round: equiv, the peer, and the files read once
+two ways, `cat > /dev/null` and the HDF5 read alone (read_h5.py: every dataset into one reused
+buffer); then the capture is deleted. Printed per configuration: medians of wall time and of peak
+memory (equiv's own process, which maps the readers' shared buffer), and the medians of the rounds'
+ratios equiv / peer (issue 29: at most 0.7), equiv / cat and equiv / HDF5 read (at most 1.3): a
+ratio within one round, where the box's state (a virtual disk's speed, other jobs) is the same.
 
 COMPARE_BENCH_ARGS: more options, for `meson test --benchmark` (which passes EQUIV alone).
 --huge GB: one more configuration of GB in all (two runs of GB / 2, fp32 dp4), compared by equiv
@@ -68,21 +69,28 @@ def one(args, out, gb, dtype, layout):
                     "--layout", layout], check=True, stdout=subprocess.DEVNULL)
     ref, run = os.path.join(cap, "ref.h5"), os.path.join(cap, "run")
     files = [ref] + sorted(os.path.join(run, f) for f in os.listdir(run))
-    eq_cmd = [args.equiv, "compare", ref, run, "--atol", "1e-4", "--rtol", "0"]
-    peer_cmd = [PY, os.path.join(HERE, "compare_numpy.py"), ref, run]
-    eq, peer, cold = [], [], 0
-    for r in range(args.pairs):
-        for name in (["equiv", "peer"] if r % 2 == 0 else ["peer", "equiv"]):
+    cmds = {"equiv": ([args.equiv, "compare", ref, run, "--atol", "1e-4", "--rtol", "0"], (0, 1)),
+            "peer": ([PY, os.path.join(HERE, "compare_numpy.py"), ref, run], (0,)),
+            "cat": (["sh", "-c", "cat " + " ".join(files) + " > /dev/null"], (0,)),
+            "h5": ([PY, os.path.join(HERE, "read_h5.py"), ref, run], (0,))}
+    names = list(cmds)
+    times = {name: [] for name in names}
+    cold = 0
+    for r in range(args.pairs):  # each round every program once, cold, in an order rotated by the round
+        for name in names[r % len(names):] + names[:r % len(names)]:
             cold = drop_caches()
-            (eq if name == "equiv" else peer).append(timed(eq_cmd if name == "equiv" else peer_cmd))
-    drop_caches()
-    read = timed(["sh", "-c", "cat " + " ".join(files) + " > /dev/null"], ok=(0,))[0]
+            times[name].append(timed(cmds[name][0], ok=cmds[name][1]))
     shutil.rmtree(cap)
-    ratio = med([e[0] / p[0] for e, p in zip(eq, peer)])
-    print(f"{gb:>5} GB {dtype} {layout} ({'cold' if cold else 'warm'} cache): equiv {med([e[0] for e in eq]):.2f} s, "
-          f"{med([e[1] for e in eq]):.0f} MiB; numpy peer {med([p[0] for p in peer]):.2f} s, "
-          f"{med([p[1] for p in peer]):.0f} MiB; equiv / peer {ratio:.2f}; reading the files once {read:.2f} s, "
-          f"equiv / read {med([e[0] for e in eq]) / read:.2f}", flush=True)
+
+    def ratio(a, b):  # the median of the rounds' ratios: each round's programs ran on the same box's state
+        return med([x[0] / y[0] for x, y in zip(times[a], times[b])])
+
+    wall = {name: med([t[0] for t in times[name]]) for name in names}
+    peak = {name: med([t[1] for t in times[name]]) for name in ("equiv", "peer")}
+    print(f"{gb:>5} GB {dtype} {layout} ({'cold' if cold else 'warm'} cache): equiv {wall['equiv']:.2f} s, "
+          f"{peak['equiv']:.0f} MiB; numpy peer {wall['peer']:.2f} s, {peak['peer']:.0f} MiB; equiv / peer "
+          f"{ratio('equiv', 'peer'):.2f}; reading the files once: cat {wall['cat']:.2f} s, HDF5 {wall['h5']:.2f} s; "
+          f"equiv / cat {ratio('equiv', 'cat'):.2f}, equiv / HDF5 read {ratio('equiv', 'h5'):.2f}", flush=True)
 
 
 def huge(args, out, gb):
