@@ -361,6 +361,52 @@ static inline lanes_d lanes_inverse_spacing(lanes_d s, int p, int emin)
     return (lanes_d)((lanes_u)(1023 - (e - p + 1)) << 52);
 }
 
+/* The per-element counts and maxima of a finite block, in lanes (counts: each true comparison is
+ * -1), over its whole groups of LANES; the index where its tail starts. */
+typedef struct {
+    lanes_d ratio_sum, max_abs, max_ulp, max_tol;
+    lanes_i n_ratio, n_zero, n_below, n_outside, above[EQ_N_THRESHOLDS];
+    lanes_i at_max; /* per lane, the first index of its max |d| */
+} pair_lanes;
+
+static inline __attribute__((always_inline)) int64_t pair_loop(const pairs_job *j, const double *r, const double *t,
+                                                               const double *d, int64_t len, const int reciprocal,
+                                                               const int constant_bound, pair_lanes *out)
+{
+    const lanes_d zero = {0}, rms = zero + j->ref_rms, floor_scale = zero + j->floor_scale, atol = zero + j->atol,
+                  rtol = zero + j->rtol, inf = zero + INFINITY;
+    const lanes_i window_lo = (lanes_i){0} + j->below; /* |d| >= 0: its bits compare as its value */
+    lanes_d threshold[EQ_N_THRESHOLDS];
+    for (int k = 0; k < EQ_N_THRESHOLDS; k++) threshold[k] = zero + eq_thresholds[k];
+    pair_lanes a = *out;
+    int64_t i = 0;
+    for (; i + LANES <= len; i += LANES) {
+        const lanes_d x = load_lanes(r + i), y = load_lanes(t + i), dd = load_lanes(d + i), ax = lanes_abs(x);
+        const lanes_i counted = (x != 0.0) & (ax >= rms), nonzero = dd != 0.0;
+        a.ratio_sum += lanes_select(counted, y / x, zero);
+        a.n_ratio += counted;
+        a.n_zero += ~nonzero;
+        a.n_below += nonzero & ((lanes_i)dd < window_lo);
+        const lanes_i larger = dd > a.max_abs;
+        a.max_abs = lanes_select(larger, dd, a.max_abs);
+        a.at_max = (a.at_max & ~larger) | ((((lanes_i){0, 1, 2, 3}) + i) & larger);
+        const lanes_d scale = lanes_select(ax > floor_scale, ax, floor_scale);
+        const lanes_d ulps = reciprocal ? dd * lanes_inverse_spacing(scale, j->significand_bits, j->min_exponent)
+                                        : dd / lanes_spacing(scale, j->significand_bits, j->min_exponent);
+        a.max_ulp = lanes_select(ulps > a.max_ulp, ulps, a.max_ulp);
+        const lanes_d bound = atol + rtol * ax;
+        if (!constant_bound) {
+            const lanes_d ratio = lanes_select(nonzero, lanes_select(bound > 0.0, dd / bound, inf), zero);
+            a.max_tol = lanes_select(ratio > a.max_tol, ratio, a.max_tol);
+        }
+        a.n_outside += nonzero & (dd > bound);
+#pragma GCC unroll 8
+        for (int k = 0; k < EQ_N_THRESHOLDS; k++) a.above[k] += dd > threshold[k];
+    }
+    *out = a;
+    return i;
+}
+
 /* A block where every value of both sides is finite: sums, counts and maxima in lanes (the counts
  * and maxima are exact in any order); 0, with out untouched, where a value is NaN or Inf. */
 STATS_WIDE static int finite_pair_block(const pairs_job *j, pair_block *out, int64_t *histogram, const double *r,
@@ -397,40 +443,19 @@ STATS_WIDE static int finite_pair_block(const pairs_job *j, pair_block *out, int
     out->sum_r2 = lanes_total(sum_r2);
     out->sum_t2 = lanes_total(sum_t2);
     out->sum_tr = lanes_total(sum_tr);
-    const lanes_d zero = {0}, rms = zero + j->ref_rms, floor_scale = zero + j->floor_scale, atol = zero + j->atol,
-                  rtol = zero + j->rtol, inf = zero + INFINITY;
     /* ULPs: |d| times the spacing's reciprocal, a power of two as exact as the spacing, for the
      * dtypes whose spacings' reciprocals are all fp64 numbers (not fp64's: 2^1074 is not); the
      * same bits as dividing. A bound that is atol alone (rtol 0): the largest |d| / bound is the
-     * largest |d|'s, division being monotone, so it is taken once after. */
+     * largest |d|'s, division being monotone, so it is taken once after. Each of the four loops
+     * compiled for its case (no test of either inside). */
     const int reciprocal = j->significand_bits <= 24, constant_bound = j->rtol == 0.0;
-    lanes_d ratio_sum = zero, max_abs = zero, max_ulp = zero, max_tol = zero;
-    lanes_i n_ratio = {0}, n_zero = {0}, n_below = {0}, n_outside = {0}, above[EQ_N_THRESHOLDS] = {{0}};
-    lanes_i at_max = {0, 1, 2, 3}; /* per lane, the first index of its max |d| */
-    const lanes_i window_lo = (lanes_i){0} + j->below; /* |d| >= 0: its bits compare as its value */
-    int64_t i = 0;
-    for (; i + LANES <= len; i += LANES) { /* counts: each true comparison is -1 */
-        const lanes_d x = load_lanes(r + i), y = load_lanes(t + i), dd = load_lanes(d + i), ax = lanes_abs(x);
-        const lanes_i counted = (x != 0.0) & (ax >= rms), nonzero = dd != 0.0;
-        ratio_sum += lanes_select(counted, y / x, zero);
-        n_ratio += counted;
-        n_zero += ~nonzero;
-        n_below += nonzero & ((lanes_i)dd < window_lo);
-        const lanes_i larger = dd > max_abs;
-        max_abs = lanes_select(larger, dd, max_abs);
-        at_max = (at_max & ~larger) | ((((lanes_i){0, 1, 2, 3}) + i) & larger);
-        const lanes_d scale = lanes_select(ax > floor_scale, ax, floor_scale);
-        const lanes_d ulps = reciprocal ? dd * lanes_inverse_spacing(scale, j->significand_bits, j->min_exponent)
-                                        : dd / lanes_spacing(scale, j->significand_bits, j->min_exponent);
-        max_ulp = lanes_select(ulps > max_ulp, ulps, max_ulp);
-        const lanes_d bound = atol + rtol * ax;
-        if (!constant_bound) {
-            const lanes_d ratio = lanes_select(nonzero, lanes_select(bound > 0.0, dd / bound, inf), zero);
-            max_tol = lanes_select(ratio > max_tol, ratio, max_tol);
-        }
-        n_outside += nonzero & (dd > bound);
-        for (int a = 0; a < EQ_N_THRESHOLDS; a++) above[a] += dd > eq_thresholds[a];
-    }
+    pair_lanes acc = {.at_max = {0, 1, 2, 3}};
+    int64_t i = reciprocal ? (constant_bound ? pair_loop(j, r, t, d, len, 1, 1, &acc) : pair_loop(j, r, t, d, len, 1, 0, &acc))
+                           : (constant_bound ? pair_loop(j, r, t, d, len, 0, 1, &acc) : pair_loop(j, r, t, d, len, 0, 0, &acc));
+    lanes_d ratio_sum = acc.ratio_sum, max_abs = acc.max_abs, max_ulp = acc.max_ulp, max_tol = acc.max_tol;
+    lanes_i n_ratio = acc.n_ratio, n_zero = acc.n_zero, n_below = acc.n_below, n_outside = acc.n_outside, at_max = acc.at_max;
+    lanes_i above[EQ_N_THRESHOLDS];
+    memcpy(above, acc.above, sizeof above);
     for (int k = 0; i < len; i++, k++) { /* the tail, lane by lane */
         const double x = r[i], y = t[i], dd = d[i];
         const int counted = x != 0.0 && fabs(x) >= j->ref_rms;
