@@ -3,13 +3,13 @@ one tensor at a time), on synthetic captures of a real run's size (capture_synth
 file against a run directory of 4 rank files, fp32 and bf16, dp 4 (shards along dim 0) and tp 4
 (along dim 1), at 1.6 GB and 16 GB per run.
 
-    compare_bench.py EQUIV [--sizes 1.6,16] [--dtypes fp32,bf16] [--layouts dp4,tp4] [--pairs 3]
+    compare_bench.py EQUIV [--sizes 1.6,16] [--dtypes fp32,bf16] [--layouts dp4,tp4] [--pairs 4]
                            [--dir DIR] [--huge GB]
 
 Each configuration: the capture is written under DIR (default: a temporary folder), then PAIRS
 rounds run, each from a cold page cache where this user may drop it (/proc/sys/vm/drop_caches),
-else as it lies, in an order rotated from round to round: equiv, the peer, and the files read once
-two ways, `cat > /dev/null` and the HDF5 read alone (read_h5.py: every dataset into one reused
+else as it lies, in orders that balance which runs after which (ORDERS: use a multiple of 4
+rounds): equiv, the peer, and the files read once two ways, `cat > /dev/null` and the HDF5 read alone (read_h5.py: every dataset into one reused
 buffer); then the capture is deleted. Printed per configuration: medians of wall time and of peak
 memory (equiv's own process, which maps the readers' shared buffer), and the medians of the rounds'
 ratios equiv / peer (issue 29: at most 0.7), equiv / cat and equiv / HDF5 read (at most 1.3): a
@@ -63,6 +63,14 @@ def med(xs):
     return statistics.median(xs)
 
 
+# The rounds' orders of the four programs (equiv, peer, cat, HDF5 read): a balanced Latin square, in
+# which over four rounds each program runs once in each place and once after each other. What ran
+# just before changes a cold run here: on this virtual machine the host takes back the pages a run
+# frees a few seconds later, and the next run to touch them pays 2 to 3 times the kernel time (a
+# cold compare of 1.6 GB: 1.5 s, or 3.1 s after a 5 s pause), so no program may always follow the same one.
+ORDERS = ((0, 1, 3, 2), (1, 2, 0, 3), (2, 3, 1, 0), (3, 0, 2, 1))
+
+
 def one(args, out, gb, dtype, layout):
     cap = os.path.join(out, f"cap-{gb}-{dtype}-{layout}")
     subprocess.run([PY, os.path.join(HERE, "capture_synth.py"), cap, "--gb", str(gb), "--dtype", dtype,
@@ -76,10 +84,10 @@ def one(args, out, gb, dtype, layout):
     names = list(cmds)
     times = {name: [] for name in names}
     cold = 0
-    for r in range(args.pairs):  # each round every program once, cold, in an order rotated by the round
-        for name in names[r % len(names):] + names[:r % len(names)]:
+    for r in range(args.pairs):  # each round every program once, cold, in the order of a balanced square
+        for k in ORDERS[r % len(ORDERS)]:
             cold = drop_caches()
-            times[name].append(timed(cmds[name][0], ok=cmds[name][1]))
+            times[names[k]].append(timed(cmds[names[k]][0], ok=cmds[names[k]][1]))
     shutil.rmtree(cap)
 
     def ratio(a, b):  # the median of the rounds' ratios: each round's programs ran on the same box's state
@@ -117,7 +125,7 @@ def main():
     p.add_argument("--sizes", default="1.6,16")
     p.add_argument("--dtypes", default="fp32,bf16")
     p.add_argument("--layouts", default="dp4,tp4")
-    p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--pairs", type=int, default=4)
     p.add_argument("--dir")
     p.add_argument("--huge", type=float)
     # meson's benchmark passes EQUIV alone: COMPARE_BENCH_ARGS adds options ("--huge 100")
