@@ -126,14 +126,14 @@ eq_status eq_tensor_init(eq_tensor *t, eq_dtype dt, int ndim, const int64_t *sha
     return EQ_OK;
 }
 
-/* The storage of freed large tensors, kept for eq_tensor_init_whole. */
+/* The storage of freed large tensors, kept for eq_tensor_init_whole while `on`. */
 enum { KEPT_MAX = 8 };
 #define KEPT_MIN_BYTES ((size_t)8 << 20)
 #define KEPT_TOTAL_MAX ((size_t)256 << 20)
 static struct {
     void *data[KEPT_MAX];
     size_t bytes[KEPT_MAX];
-    int count;
+    int count, on;
     size_t total;
     pthread_mutex_t lock;
 } kept = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -160,7 +160,7 @@ static int keep(void *data, size_t bytes)
     int taken = 0;
     if (bytes < KEPT_MIN_BYTES || bytes > KEPT_TOTAL_MAX) return 0;
     pthread_mutex_lock(&kept.lock);
-    if (kept.count < KEPT_MAX && kept.total + bytes <= KEPT_TOTAL_MAX) {
+    if (kept.on && kept.count < KEPT_MAX && kept.total + bytes <= KEPT_TOTAL_MAX) {
         kept.data[kept.count] = data, kept.bytes[kept.count] = bytes;
         kept.count++;
         kept.total += bytes;
@@ -170,12 +170,12 @@ static int keep(void *data, size_t bytes)
     return taken;
 }
 
-void eq_tensor_release_kept(void)
+void eq_tensor_keep_freed(int on)
 {
     pthread_mutex_lock(&kept.lock);
-    for (int i = 0; i < kept.count; i++) free(kept.data[i]);
-    kept.count = 0;
-    kept.total = 0;
+    kept.on = on;
+    for (int i = 0; !on && i < kept.count; i++) free(kept.data[i]);
+    if (!on) kept.count = 0, kept.total = 0;
     pthread_mutex_unlock(&kept.lock);
 }
 

@@ -48,15 +48,16 @@ eq_status eq_tensor_init(eq_tensor *t, eq_dtype dt, int ndim, const int64_t *sha
 eq_status eq_tensor_init_2d(eq_tensor *t, eq_dtype dt, int64_t rows, int64_t cols);
 eq_status eq_tensor_clone(eq_tensor *dst, const eq_tensor *src);
 /* The same, for a tensor the caller writes whole before reading it: its storage may be that of a
- * large tensor freed before (of the same bytes), not zeroed. Streaming compare assembles one
- * batch of tensors after another (harness/run_layout.c): each batch's storage then is the last
- * one's, with no fresh page for the kernel to zero and fault in. */
+ * large tensor freed before (of the same bytes), not zeroed, while freed storage is kept. */
 eq_status eq_tensor_init_whole(eq_tensor *t, eq_dtype dt, int ndim, const int64_t *shape);
-/* Frees storage and resets to empty; safe on an empty or zeroed tensor. The storage of a tensor of
- * 8 MiB or more is kept for eq_tensor_init_whole (at most 8 of them, 256 MiB in all). */
+/* Frees storage and resets to empty; safe on an empty or zeroed tensor. */
 void eq_tensor_free(eq_tensor *t);
-/* Frees the storage kept for eq_tensor_init_whole. */
-void eq_tensor_release_kept(void);
+/* From eq_tensor_keep_freed(1) to eq_tensor_keep_freed(0) (which frees what is kept), the storage
+ * of a freed tensor of 8 MiB or more is kept for eq_tensor_init_whole, at most 8 and 256 MiB of
+ * them. Streaming compare assembles one batch of tensors after another (harness/run_layout.c):
+ * each batch's storage then is the last one's, with no fresh page for the kernel to zero and
+ * fault in. Off outside it: a model freeing and allocating tensors keeps nothing. */
+void eq_tensor_keep_freed(int on);
 
 /* Element i of a raw buffer of dtype dt, widened exactly to double; and v stored rounded (nearest,
  * ties to even, once) to dt. */

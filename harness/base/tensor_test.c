@@ -1,6 +1,6 @@
-/* Tensor storage: eq_tensor_init zeroes whatever was freed before; eq_tensor_init_whole takes the
- * storage of a freed tensor of the same bytes (8 MiB or more), not of other sizes, and the store
- * keeps at most 8 of them. */
+/* Tensor storage: eq_tensor_init zeroes whatever was freed before; while freed storage is kept,
+ * eq_tensor_init_whole takes that of a freed tensor of the same bytes (8 MiB or more), not of other
+ * sizes, and the store keeps at most 8 of them; and nothing is kept when it is off. */
 #include <stdint.h>
 #include <string.h>
 
@@ -60,11 +60,27 @@ static void test_bound(void)
     for (int i = 0; i < 10; i++) eq_tensor_free(&t[i]);
 }
 
+/* Off (as outside a streaming compare): nothing kept. */
+static void test_off(void)
+{
+    eq_tensor t;
+    EQ_EXPECT_OK(eq_tensor_init_whole(&t, EQ_FP32, 2, (const int64_t[]){ROWS, COLS}));
+    memset(t.data, 0x5a, eq_tensor_bytes(&t));
+    eq_tensor_free(&t);
+    EQ_EXPECT_OK(eq_tensor_init_whole(&t, EQ_FP32, 2, (const int64_t[]){ROWS, COLS}));
+    EQ_EXPECT(((const unsigned char *)t.data)[4321] == 0, "off: fresh, zeroed storage");
+    eq_tensor_free(&t);
+}
+
 int main(void)
 {
+    test_off();
+    eq_tensor_keep_freed(1);
     test_reuse();
-    eq_tensor_release_kept();
+    eq_tensor_keep_freed(0);
+    eq_tensor_keep_freed(1);
     test_bound();
-    eq_tensor_release_kept();
+    eq_tensor_keep_freed(0);
+    test_off();
     return eq_test_finish("tensor_test");
 }

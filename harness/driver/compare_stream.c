@@ -271,6 +271,7 @@ static eq_status run_batches(const eq_stream_compare *c, const eq_tolerance *tol
     memset(&batch, 0, sizeof batch);
     int cur = 0, first = 0, sent = 0;
     int64_t number = 0;
+    eq_tensor_keep_freed(1); /* each batch's assembly in the storage of the batch before */
     next_batch(ref, rank, size, &first, &number);
     while (first < ref->count) {
         batch_io *b = &io[cur];
@@ -294,6 +295,7 @@ cleanup:
     eq_comparison_free(&batch);
     batch_io_free(&io[0]);
     batch_io_free(&io[1]);
+    eq_tensor_keep_freed(0);
     return st;
 }
 
