@@ -30,6 +30,38 @@ static int by_value(const void *a, const void *b)
 
 #define MAX_REPEATS 64
 
+/* What one timed call works on: a pair, the structure pass's or the comparison's arguments, and
+ * what the last call gave. */
+typedef struct {
+    const eq_tensor *ref, *test;
+    const eq_tolerance *tol; /* NULL: the structure pass */
+    eq_metrics metrics;
+    eq_structure structure;
+} timed_call;
+
+static int call_once(timed_call *c)
+{
+    if (c->tol == NULL) return eq_structure_of(c->ref, c->test, c->ref->dtype, 1, 4, &c->structure) != EQ_OK;
+    return eq_compare_tensors_of_run(c->ref, c->test, c->tol, EQ_BF16, &c->metrics) != EQ_OK;
+}
+
+/* The call `repeats` times: the medians of its wall and CPU seconds; 1 where it failed. */
+static int median_times(timed_call *c, int repeats, double *wall_median, double *cpu_median)
+{
+    double wall[MAX_REPEATS], cpu[MAX_REPEATS];
+    for (int r = 0; r < repeats; r++) {
+        const double w0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_PROCESS_CPUTIME_ID);
+        if (call_once(c)) return 1;
+        wall[r] = seconds(CLOCK_MONOTONIC) - w0;
+        cpu[r] = seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    }
+    qsort(wall, (size_t)repeats, sizeof *wall, by_value);
+    qsort(cpu, (size_t)repeats, sizeof *cpu, by_value);
+    *wall_median = wall[repeats / 2];
+    *cpu_median = cpu[repeats / 2];
+    return 0;
+}
+
 /* test = ref moved by -1, +1 or +2 ULPs of its dtype (fp32 or bf16) per element, none left equal. */
 static void ulp_steps(eq_tensor *test)
 {
@@ -50,20 +82,13 @@ static int structure_bench(eq_dtype dt, int64_t rows, int64_t cols, int repeats)
     eq_rng_fill_normal(&ref, 3, "structure", 1.0);
     if (eq_tensor_clone(&test, &ref) != EQ_OK) return 1;
     ulp_steps(&test);
-    double wall[MAX_REPEATS], cpu[MAX_REPEATS];
-    eq_structure s;
-    for (int r = 0; r < repeats; r++) {
-        const double w0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_PROCESS_CPUTIME_ID);
-        if (eq_structure_of(&ref, &test, dt, 1, 4, &s) != EQ_OK) return 1;
-        wall[r] = seconds(CLOCK_MONOTONIC) - w0;
-        cpu[r] = seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
-    }
-    qsort(wall, (size_t)repeats, sizeof *wall, by_value);
-    qsort(cpu, (size_t)repeats, sizeof *cpu, by_value);
+    timed_call c = {.ref = &ref, .test = &test, .tol = NULL};
+    double wall, cpu;
+    if (median_times(&c, repeats, &wall, &cpu)) return 1;
     printf("structure %s [%lld, %lld] 4 shards by column: median of %d: %.4f s wall (%.3f ns/element), %.4f s CPU "
            "(factor %.9g, shard rel %.4g)\n",
-           dt == EQ_BF16 ? "bf16" : "fp32", (long long)rows, (long long)cols, repeats, wall[repeats / 2],
-           1e9 * wall[repeats / 2] / (double)(rows * cols), cpu[repeats / 2], s.factor, s.shard_rel);
+           dt == EQ_BF16 ? "bf16" : "fp32", (long long)rows, (long long)cols, repeats, wall,
+           1e9 * wall / (double)(rows * cols), cpu, c.structure.factor, c.structure.shard_rel);
     eq_tensor_free(&ref);
     eq_tensor_free(&test);
     return 0;
@@ -91,21 +116,14 @@ int main(int argc, char **argv)
             if (steps >= 2) bits[i] = (uint16_t)(bits[i] + (steps == 2 ? 1 : 2));
             else if (steps == 1) bits[i] = (uint16_t)(bits[i] - 1);
         }
-        double wall[MAX_REPEATS], cpu[MAX_REPEATS];
-        eq_metrics m;
-        for (int r = 0; r < repeats; r++) {
-            const double w0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_PROCESS_CPUTIME_ID);
-            if (eq_compare_tensors_of_run(&ref, &test, &tol, EQ_BF16, &m) != EQ_OK) return 1;
-            wall[r] = seconds(CLOCK_MONOTONIC) - w0;
-            cpu[r] = seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
-        }
-        qsort(wall, (size_t)repeats, sizeof *wall, by_value);
-        qsort(cpu, (size_t)repeats, sizeof *cpu, by_value);
+        timed_call c = {.ref = &ref, .test = &test, .tol = &tol};
+        double wall, cpu;
+        if (median_times(&c, repeats, &wall, &cpu)) return 1;
         printf("compare %s bf16 [%lld, %lld] (%s): median of %d: %.4f s wall, %.4f s CPU (n_differ %lld, median "
                "|d| %.6g)\n",
                tensors[k].name, (long long)tensors[k].rows, (long long)tensors[k].cols,
-               tensors[k].differs ? "differs" : "same bits", repeats, wall[repeats / 2], cpu[repeats / 2],
-               (long long)m.n_differ, m.median_abs);
+               tensors[k].differs ? "differs" : "same bits", repeats, wall, cpu, (long long)c.metrics.n_differ,
+               c.metrics.median_abs);
         eq_tensor_free(&ref);
         eq_tensor_free(&test);
     }
