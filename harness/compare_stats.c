@@ -3,11 +3,12 @@
  * Pass 1 (both paths): the reference's own statistics per block (NaN/Inf, finite count, sum, sum
  * of squares, squared deviations about the block's mean, max |ref|) and whether the test's block
  * has the same bits. Same bits everywhere (the shortcut): one more pass counts the mean_ratio
- * population on the stored bits. Otherwise pass 2 takes the pairs per block, and the median comes
- * from a histogram of |d| (per worker, integer counts) and the |d| pass 2 gathers in a window
- * guessed from a sample before it; where the guess missed, one more pass gathers the |d| of the
- * bin that holds it (harness/compare_median.h). Every block's partials
- * depend only on the block; blocks combine in block order. */
+ * population on the stored bits. Otherwise pass 2 takes the pairs per block. The median: a sample
+ * before pass 2 guesses where it lies (harness/compare_median_guess.h), and pass 2 counts the |d|
+ * below the guess's window and gathers those in it; with no guess, pass 2 counts a histogram of
+ * |d| (per worker, integer counts) instead, from which the median's bin is gathered
+ * (harness/compare_median.h). Every block's partials depend only on the block; blocks combine in
+ * block order. */
 #include "harness/compare_stats.h"
 
 #include <float.h>
