@@ -6,9 +6,9 @@
  * in equiv's own code around the read (the message from the child, the capture sent back).
  *
  * EQ_FUZZ_IN_PROCESS: the same load with the reader (eq_dump_read) in this process, so the
- * coverage of dump_read.c and run_load.c guides the fuzzer. libhdf5 1.10 crashes inside the
- * library on damaged files within seconds there, which no code of ours can prevent: run it with
- * -fork and -ignore_crashes and triage by the top frames (fuzz/README.md).
+ * coverage of dump_read.c, dump_read_root.c and run_load.c guides the fuzzer. libhdf5 1.10
+ * crashes inside the library on damaged files within seconds there, which no code of ours can
+ * prevent: run it with -fork and -ignore_crashes and triage by the top frames (fuzz/README.md).
  *
  * Either way no HDF5 object may stay open after a load: a leaked file id would also make HDF5
  * hand the next input the previous file's cached state. */

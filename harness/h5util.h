@@ -1,4 +1,4 @@
-/* Small HDF5 helpers shared by the dump writer (dump.c) and reader (dump_read.c). */
+/* Small HDF5 helpers shared by the dump writer (dump.c) and reader (dump_read.c, dump_read_root.c). */
 #ifndef EQUIV_HARNESS_H5UTIL_H
 #define EQUIV_HARNESS_H5UTIL_H
 

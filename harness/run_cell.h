@@ -5,7 +5,7 @@
  *   its title                  eq_cell_title: "gpt bf16 dp8-tp2", the run in summary lines
  *   a comparison's heading     eq_cell_heading: the title, the reference's layout and the settings
  *                              (EQ_CELL_HEADING*), in the Markdown and HTML reports
- *   the dump's root attributes harness/dump.c writes them, harness/dump_read.c reads them
+ *   the dump's root attributes harness/dump.c writes them, harness/dump_read_root.c reads them
  *   the JSON report            reports/report_json.c; reports/report.schema.json is checked
  *                              against the table by run_cell_test
  *   equiv diff                 reports/report_diff.c pairs cells on the EQ_CELL_DIFF keys
