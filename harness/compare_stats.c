@@ -340,26 +340,30 @@ static inline void tally_difference(const pairs_job *j, pair_block *out, double 
     if (ratio > out->max_tol_ratio) out->max_tol_ratio = ratio;
 }
 
-/* spacing_at, lane by lane (the same integer and fp64 operations). */
-static inline lanes_d lanes_spacing(lanes_d s, int p, int emin)
+/* The exponent of the spacing at scale s, lane by lane: floor(log2 s) - p + 1, floor(log2 s) at
+ * least emin (spacing_at's, with the same integer operations). */
+static inline lanes_i lanes_spacing_exponent(lanes_d s, int p, int emin)
 {
     lanes_i e = (lanes_i)((lanes_u)s >> 52) - 1023;
     const lanes_i below = e < emin;
     e = (e & ~below) | (((lanes_i){0} + emin) & below);
-    const lanes_i spacing_exponent = e - p + 1;
+    return e - p + 1;
+}
+
+/* spacing_at, lane by lane. */
+static inline lanes_d lanes_spacing(lanes_d s, int p, int emin)
+{
+    const lanes_i spacing_exponent = lanes_spacing_exponent(s, p, emin);
     const lanes_u normal = (lanes_u)(spacing_exponent + 1023) << 52;
     const lanes_u subnormal = ((lanes_u){0} + 1) << (lanes_u)((spacing_exponent + 1074) & 63);
     const lanes_i is_normal = spacing_exponent >= -1022;
     return (lanes_d)(((lanes_i)normal & is_normal) | ((lanes_i)subnormal & ~is_normal));
 }
 
-/* 1 / lanes_spacing(s, p, emin) for p <= 24: 2^-(e - p + 1), e >= emin >= -126, a normal fp64 number. */
+/* 1 / lanes_spacing(s, p, emin) for p <= 24 (emin >= -126): a normal fp64 number. */
 static inline lanes_d lanes_inverse_spacing(lanes_d s, int p, int emin)
 {
-    lanes_i e = (lanes_i)((lanes_u)s >> 52) - 1023;
-    const lanes_i below = e < emin;
-    e = (e & ~below) | (((lanes_i){0} + emin) & below);
-    return (lanes_d)((lanes_u)(1023 - (e - p + 1)) << 52);
+    return (lanes_d)((lanes_u)(1023 - lanes_spacing_exponent(s, p, emin)) << 52);
 }
 
 /* The per-element counts and maxima of a finite block, in lanes (counts: each true comparison is
@@ -453,34 +457,30 @@ STATS_WIDE static int finite_pair_block(const pairs_job *j, pair_block *out, int
     pair_lanes acc = {.at_max = {0, 1, 2, 3}};
     int64_t i = reciprocal ? (constant_bound ? pair_loop(j, r, t, d, len, 1, 1, &acc) : pair_loop(j, r, t, d, len, 1, 0, &acc))
                            : (constant_bound ? pair_loop(j, r, t, d, len, 0, 1, &acc) : pair_loop(j, r, t, d, len, 0, 0, &acc));
-    lanes_d ratio_sum = acc.ratio_sum, max_abs = acc.max_abs, max_ulp = acc.max_ulp, max_tol = acc.max_tol;
-    lanes_i n_ratio = acc.n_ratio, n_zero = acc.n_zero, n_below = acc.n_below, n_outside = acc.n_outside, at_max = acc.at_max;
-    lanes_i above[EQ_N_THRESHOLDS];
-    memcpy(above, acc.above, sizeof above);
     for (int k = 0; i < len; i++, k++) { /* the tail, lane by lane */
         const double x = r[i], y = t[i], dd = d[i];
         const int counted = x != 0.0 && fabs(x) >= j->ref_rms;
-        ratio_sum[k] += counted ? y / x : 0.0;
-        n_ratio[k] -= counted;
-        n_zero[k] -= dd == 0.0;
-        n_below[k] -= dd != 0.0 && (int64_t)double_bits(dd) < j->below;
-        if (dd > max_abs[k]) max_abs[k] = dd, at_max[k] = i;
+        acc.ratio_sum[k] += counted ? y / x : 0.0;
+        acc.n_ratio[k] -= counted;
+        acc.n_zero[k] -= dd == 0.0;
+        acc.n_below[k] -= dd != 0.0 && (int64_t)double_bits(dd) < j->below;
+        if (dd > acc.max_abs[k]) acc.max_abs[k] = dd, acc.at_max[k] = i;
         const double ulps = ulps_of(j, x, dd);
-        max_ulp[k] = ulps > max_ulp[k] ? ulps : max_ulp[k];
+        acc.max_ulp[k] = ulps > acc.max_ulp[k] ? ulps : acc.max_ulp[k];
         const double ratio = dd != 0.0 ? tolerance_ratio(j, x, dd) : 0.0;
-        max_tol[k] = ratio > max_tol[k] ? ratio : max_tol[k];
-        n_outside[k] -= dd != 0.0 && dd > j->atol + j->rtol * fabs(x);
-        for (int a = 0; a < EQ_N_THRESHOLDS; a++) above[a][k] -= dd > eq_thresholds[a];
+        acc.max_tol[k] = ratio > acc.max_tol[k] ? ratio : acc.max_tol[k];
+        acc.n_outside[k] -= dd != 0.0 && dd > j->atol + j->rtol * fabs(x);
+        for (int a = 0; a < EQ_N_THRESHOLDS; a++) acc.above[a][k] -= dd > eq_thresholds[a];
     }
-    out->ratio_sum = lanes_total(ratio_sum);
-    out->n_ratio = -lanes_count(n_ratio);
-    out->n_zero = -lanes_count(n_zero);
-    out->n_below = -lanes_count(n_below);
-    out->n_outside = -lanes_count(n_outside);
-    for (int a = 0; a < EQ_N_THRESHOLDS; a++) out->above[a] = -lanes_count(above[a]);
-    out->max_abs = lanes_max(max_abs);
-    out->max_ulp = lanes_max(max_ulp);
-    out->max_tol_ratio = lanes_max(max_tol);
+    out->ratio_sum = lanes_total(acc.ratio_sum);
+    out->n_ratio = -lanes_count(acc.n_ratio);
+    out->n_zero = -lanes_count(acc.n_zero);
+    out->n_below = -lanes_count(acc.n_below);
+    out->n_outside = -lanes_count(acc.n_outside);
+    for (int a = 0; a < EQ_N_THRESHOLDS; a++) out->above[a] = -lanes_count(acc.above[a]);
+    out->max_abs = lanes_max(acc.max_abs);
+    out->max_ulp = lanes_max(acc.max_ulp);
+    out->max_tol_ratio = lanes_max(acc.max_tol);
     if (constant_bound && out->max_abs > 0.0) {
         const double largest = tolerance_ratio(j, 0.0, out->max_abs);
         out->max_tol_ratio = largest > out->max_tol_ratio ? largest : out->max_tol_ratio;
@@ -488,7 +488,7 @@ STATS_WIDE static int finite_pair_block(const pairs_job *j, pair_block *out, int
     if (out->max_abs > 0.0) { /* the first index among the lanes that hold the max */
         int64_t first = len;
         for (int k = 0; k < LANES; k++)
-            if (max_abs[k] == out->max_abs && at_max[k] < first) first = at_max[k];
+            if (acc.max_abs[k] == out->max_abs && acc.at_max[k] < first) first = acc.at_max[k];
         out->argmax = begin + first;
         out->ulp_at_max = ulps_of(j, r[first], d[first]);
     }
@@ -656,8 +656,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
         out->mean_abs = p.sum_abs / (double)p.n_finite;
         for (int k = 0; k < EQ_N_THRESHOLDS; k++) out->frac_above[k] = (double)p.above[k] / (double)p.n_finite;
     }
-    EQ_TRY(eq_median_abs(ref, test, histograms, p.n_finite, p.n_zero, guess.kind != EQ_GUESS_NONE ? &guess : NULL,
-                         &out->median_abs));
+    EQ_TRY(eq_median_abs(ref, test, histograms, p.n_finite, p.n_zero, &guess, &out->median_abs));
     out->rel_fro = p.sum_r2 > 0.0 ? sqrt(p.sum_d2) / sqrt(p.sum_r2) : (p.sum_d2 > 0.0 ? INFINITY : 0.0);
     if (p.sum_r2 == 0.0 && p.sum_t2 == 0.0) out->cosine = 1.0;
     else if (p.sum_r2 == 0.0 || p.sum_t2 == 0.0) out->cosine = 0.0;
