@@ -11,21 +11,17 @@ rolled and scaled per tensor), test = ref + N(0, 1e-4), rounded to the dtype.
 """
 import argparse
 import os
+import sys
 
-import h5py
 import numpy as np
 
+# equiv_capture's writer alone, so that the files are written as a capture writes them (its
+# package imports torch, which this script does not need)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "python",
+                                "equiv_capture"))
+from writer import RankFile  # noqa: E402
+
 H = 4096  # columns of every tensor: [rows, H]
-
-
-def bf16_type():
-    t = h5py.h5t.IEEE_F32LE.copy()
-    t.set_fields(15, 7, 8, 0, 7)
-    t.set_offset(0)
-    t.set_precision(16)
-    t.set_size(2)
-    t.set_ebias(127)
-    return t
 
 
 def to_bf16_bits(x):
@@ -36,19 +32,7 @@ def to_bf16_bits(x):
 
 
 def put(f, name, data, dtype, attrs):
-    if dtype == "bf16":
-        bits = to_bf16_bits(data)
-        if "bfloat16" not in f:
-            bf16_type().commit(f.id, b"bfloat16")
-        t = h5py.h5t.open(f.id, b"bfloat16")
-        sid = h5py.h5s.create_simple(bits.shape)
-        did = h5py.h5d.create(f.id, name.encode(), t, sid)
-        did.write(h5py.h5s.ALL, h5py.h5s.ALL, bits, mtype=t)
-        d = h5py.Dataset(did)
-    else:
-        d = f.create_dataset(name, data=data.astype(np.float32))
-    for k, v in attrs.items():
-        d.attrs[k] = v
+    f.add(name, ("bf16", to_bf16_bits(data)) if dtype == "bf16" else data.astype(np.float32), attrs)
 
 
 def main():
@@ -64,14 +48,12 @@ def main():
     count = max(1, int(round(a.gb * 1e9 / (rows * H * size))))
     os.makedirs(os.path.join(a.out, "run"), exist_ok=True)
     world = 4
-    ref = h5py.File(os.path.join(a.out, "ref.h5"), "w", track_order=True)
-    ranks = [h5py.File(os.path.join(a.out, "run", f"rank{r}.h5"), "w", track_order=True) for r in range(world)]
-    for f, r in [(ref, None)] + [(g, i) for i, g in enumerate(ranks)]:
-        f.attrs["dp"], f.attrs["tp"] = (1, 1) if r is None else ((4, 1) if a.layout == "dp4" else (1, 4))
-        f.attrs["source"], f.attrs["dtype"] = "torch", a.dtype
-        if r is not None:
-            f.attrs["world_size"], f.attrs["rank"] = world, r
-            f.attrs["dp_rank"], f.attrs["tp_rank"] = (r, 0) if a.layout == "dp4" else (0, r)
+    ref = RankFile(os.path.join(a.out, "ref.h5"))
+    ranks = [RankFile(os.path.join(a.out, "run", f"rank{r}.h5")) for r in range(world)]
+    root = {"dp": 1, "tp": 1, "source": "torch", "dtype": a.dtype}
+    rank_roots = [dict(root, dp=4 if a.layout == "dp4" else 1, tp=1 if a.layout == "dp4" else 4, world_size=world,
+                       rank=r, dp_rank=r if a.layout == "dp4" else 0, tp_rank=0 if a.layout == "dp4" else r)
+                  for r in range(world)]
     # two tensors drawn once, rolled and scaled per tensor: the time goes to writing, as a capture's
     rng = np.random.default_rng(0)
     base = rng.standard_normal((rows, H), dtype=np.float32)
@@ -84,8 +66,9 @@ def main():
         for r, g in enumerate(ranks):
             part = x[r * rows // 4:(r + 1) * rows // 4] if a.layout == "dp4" else x[:, r * H // 4:(r + 1) * H // 4]
             put(g, f"blocks.{i}.out", np.ascontiguousarray(part), a.dtype, {"role": "activation", "shard": shard})
-    for f in [ref] + ranks:
-        f.close()
+    ref.close(root)
+    for g, attrs in zip(ranks, rank_roots):
+        g.close(attrs)
     print(f"{a.out}: {count} tensors of [{rows}, {H}] {a.dtype}, {count * rows * H * size / 1e9:.2f} GB per run, "
           f"{a.layout}")
 
