@@ -1,7 +1,7 @@
-/* What the blocked comparison statistics (harness/compare_stats.c) and the median of |d|
- * (harness/compare_median.c, compare_median_guess.c) share: blocks of EQ_STATS_BLOCK elements
- * (widened to fp64 by eq_tensor_widen, harness/base/tensor.h), and lanes of fp64 operations.
- * Internal to those three files. */
+/* What the blocked comparison statistics (harness/compare_stats.c, compare_pairs.c) and the median
+ * of |d| (harness/compare_median.c, compare_median_guess.c) share: blocks of EQ_STATS_BLOCK
+ * elements (widened to fp64 by eq_tensor_widen, harness/base/tensor.h), and lanes of fp64
+ * operations. Internal to those files. */
 #ifndef EQUIV_HARNESS_COMPARE_BLOCKS_H
 #define EQUIV_HARNESS_COMPARE_BLOCKS_H
 
