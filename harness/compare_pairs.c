@@ -8,32 +8,40 @@
 #include "harness/base/parallel.h"
 #include "harness/compare_blocks.h"
 
-/* Elements of [begin, begin + n) whose stored bits differ (+0 and -0 do; NaN payloads do). */
-static inline int64_t count_bits_differ(const eq_tensor *a, const eq_tensor *b, int64_t begin, int64_t n)
+/* What the stored bits of a block say before any value is widened: how many elements differ
+ * (+0 and -0 do; NaN payloads do), how many of those are +0 against -0 (equal values: |d| = 0),
+ * and whether either side holds a NaN or Inf (its exponent field all ones). */
+typedef struct {
+    int64_t differ, signed_zeros;
+    int nonfinite;
+} bits_scan;
+
+/* The scan for one width of storage: counts in the element's own width (a block's 4096 fit in
+ * 16 bits), so that the loop runs as wide as the elements. */
+#define SCAN_BITS(type, sign, exponent)                                                                         \
+    do {                                                                                                        \
+        const type *x = (const type *)a->data + begin, *y = (const type *)b->data + begin;                    \
+        type differ = 0, zeros = 0, top = 0;                                                                    \
+        for (int64_t i = 0; i < n; i++) {                                                                       \
+            const type u = x[i], v = y[i], mu = u & (type)~(sign), mv = v & (type)~(sign);                      \
+            differ += u != v;                                                                                   \
+            zeros += (u != v) & ((mu | mv) == 0);                                                               \
+            top = mu > top ? mu : top;                                                                          \
+            top = mv > top ? mv : top;                                                                          \
+        }                                                                                                       \
+        return (bits_scan){(int64_t)differ, (int64_t)zeros, top >= (type)(exponent)};                           \
+    } while (0)
+
+static inline __attribute__((always_inline)) bits_scan scan_bits(const eq_tensor *a, const eq_tensor *b, int64_t begin, int64_t n)
 {
-    int64_t differ = 0;
     switch (a->dtype) {
-    case EQ_BF16: {
-        const uint16_t *x = (const uint16_t *)a->data + begin, *y = (const uint16_t *)b->data + begin;
-        for (int64_t i = 0; i < n; i++) differ += x[i] != y[i];
-        break;
+    case EQ_BF16: SCAN_BITS(uint16_t, 0x8000u, 0x7f80u);
+    case EQ_FP32: SCAN_BITS(uint32_t, 0x80000000u, 0x7f800000u);
+    case EQ_FP64: break;
     }
-    case EQ_FP32: {
-        const uint32_t *x = (const uint32_t *)a->data + begin, *y = (const uint32_t *)b->data + begin;
-        for (int64_t i = 0; i < n; i++) differ += x[i] != y[i];
-        break;
-    }
-    case EQ_FP64: {
-        const uint64_t *x = (const uint64_t *)a->data + begin, *y = (const uint64_t *)b->data + begin;
-        for (int64_t i = 0; i < n; i++) differ += x[i] != y[i];
-        break;
-    }
-    }
-    return differ;
+    SCAN_BITS(uint64_t, 0x8000000000000000u, FP64_INF_BITS);
 }
-
-
-
+#undef SCAN_BITS
 
 /* Spacing of the dtype's numbers at scale s >= 0: 2^(floor(log2 s) - p + 1), or the subnormal
  * spacing 2^(emin - p + 1) below the smallest normal 2^emin (bf16 has fp32's exponent range).
@@ -82,148 +90,147 @@ static inline void tally_difference(const eq_pairs_job *j, eq_pair_block *out, d
     if (ratio > out->max_tol_ratio) out->max_tol_ratio = ratio;
 }
 
-/* The exponent of the spacing at scale s, lane by lane: floor(log2 s) - p + 1, floor(log2 s) at
- * least emin (spacing_at's, with the same integer operations). */
-static inline lanes_i lanes_spacing_exponent(lanes_d s, int p, int emin)
-{
-    lanes_i e = (lanes_i)((lanes_u)s >> 52) - 1023;
-    const lanes_i below = e < emin;
-    e = (e & ~below) | (((lanes_i){0} + emin) & below);
-    return e - p + 1;
-}
-
-/* spacing_at, lane by lane. */
-static inline lanes_d lanes_spacing(lanes_d s, int p, int emin)
-{
-    const lanes_i spacing_exponent = lanes_spacing_exponent(s, p, emin);
-    const lanes_u normal = (lanes_u)(spacing_exponent + 1023) << 52;
-    const lanes_u subnormal = ((lanes_u){0} + 1) << (lanes_u)((spacing_exponent + 1074) & 63);
-    const lanes_i is_normal = spacing_exponent >= -1022;
-    return (lanes_d)(((lanes_i)normal & is_normal) | ((lanes_i)subnormal & ~is_normal));
-}
-
-/* 1 / lanes_spacing(s, p, emin) for p <= 24 (emin >= -126): a normal fp64 number. */
-static inline lanes_d lanes_inverse_spacing(lanes_d s, int p, int emin)
-{
-    return (lanes_d)((lanes_u)(1023 - lanes_spacing_exponent(s, p, emin)) << 52);
-}
-
-/* The per-element counts and maxima of a finite block, in lanes (counts: each true comparison is
- * -1), over its whole groups of LANES; the index where its tail starts. */
+/* What the finite loop holds constant: the scales of pass 1, the tolerance, the window. */
 typedef struct {
-    lanes_d ratio_sum, max_abs, max_ulp, max_tol;
-    lanes_i n_ratio, n_zero, n_below, n_outside, above[EQ_N_THRESHOLDS];
+    lanes_d counted_from;     /* |r| >= it: in mean(t / r) (rms(ref), or the least fp64 above 0 if that is 0) */
+    lanes_d atol, rtol, outside_from; /* |d| > outside_from: outside a bound of atol alone */
+    lanes_d threshold[EQ_N_THRESHOLDS];
+    lanes_i exponent_floor;   /* the biased exponent of the ULP scale at least: max(that of the floor scale, emin's) */
+    lanes_i window_lo;        /* |d|'s bits below it (|d| = 0 included): under the median's window */
+    int64_t spacing_bias;     /* the spacing's exponent: max(exponent of |r|, exponent_floor) - spacing_bias */
+} pair_constants;
+
+/* The per-element sums, counts and maxima of a finite block, in lanes (counts: each true
+ * comparison is -1). */
+typedef struct {
+    lanes_d sum_abs, sum_d2, sum_r2, sum_t2, sum_tr, ratio_sum, max_abs, max_ulp, max_tol;
+    lanes_i n_ratio, n_under, n_outside, above[EQ_N_THRESHOLDS];
     lanes_i at_max; /* per lane, the first index of its max |d| */
+    lanes_i index;  /* the indices of the lanes' elements now */
 } pair_lanes;
 
-static inline __attribute__((always_inline)) int64_t pair_loop(const eq_pairs_job *j, const double *r, const double *t,
-                                                               const double *d, int64_t len, const int reciprocal,
-                                                               const int constant_bound, pair_lanes *out)
+/* One group of LANES pairs r = x, t = y into the lanes; |d| stored at d. ULPs: |d| over the
+ * spacing at max(|r|, floor), whose exponent is max(the exponent of |r|, that of the floor, emin)
+ * - p + 1 (bits and values of non-negative numbers are in the same order); for p <= 24 times the
+ * spacing's reciprocal, a normal fp64 power of two, which gives the same bits as dividing. With
+ * a bound of atol alone (constant_bound) the largest |d| / bound is the largest |d|'s, division
+ * being monotone, taken once after. */
+static inline __attribute__((always_inline)) void pair_step(pair_lanes *a, const pair_constants *c, lanes_d x,
+                                                            lanes_d y, double *d, const int reciprocal,
+                                                            const int constant_bound)
 {
-    const lanes_d zero = {0}, rms = zero + j->ref_rms, floor_scale = zero + j->floor_scale, atol = zero + j->atol,
-                  rtol = zero + j->rtol, inf = zero + INFINITY;
-    const lanes_i window_lo = (lanes_i){0} + j->below; /* |d| >= 0: its bits compare as its value */
-    lanes_d threshold[EQ_N_THRESHOLDS];
-    for (int k = 0; k < EQ_N_THRESHOLDS; k++) threshold[k] = zero + eq_thresholds[k];
-    pair_lanes a = *out;
-    int64_t i = 0;
-    for (; i + LANES <= len; i += LANES) {
-        const lanes_d x = load_lanes(r + i), y = load_lanes(t + i), dd = load_lanes(d + i), ax = lanes_abs(x);
-        const lanes_i counted = (x != 0.0) & (ax >= rms), nonzero = dd != 0.0;
-        a.ratio_sum += lanes_select(counted, y / x, zero);
-        a.n_ratio += counted;
-        a.n_zero += ~nonzero;
-        a.n_below += nonzero & ((lanes_i)dd < window_lo);
-        const lanes_i larger = dd > a.max_abs;
-        a.max_abs = lanes_select(larger, dd, a.max_abs);
-        a.at_max = (a.at_max & ~larger) | ((((lanes_i){0, 1, 2, 3}) + i) & larger);
-        const lanes_d scale = lanes_select(ax > floor_scale, ax, floor_scale);
-        const lanes_d ulps = reciprocal ? dd * lanes_inverse_spacing(scale, j->significand_bits, j->min_exponent)
-                                        : dd / lanes_spacing(scale, j->significand_bits, j->min_exponent);
-        a.max_ulp = lanes_select(ulps > a.max_ulp, ulps, a.max_ulp);
-        const lanes_d bound = atol + rtol * ax;
-        if (!constant_bound) {
-            const lanes_d ratio = lanes_select(nonzero, lanes_select(bound > 0.0, dd / bound, inf), zero);
-            a.max_tol = lanes_select(ratio > a.max_tol, ratio, a.max_tol);
-        }
-        a.n_outside += nonzero & (dd > bound);
-#pragma GCC unroll 8
-        for (int k = 0; k < EQ_N_THRESHOLDS; k++) a.above[k] += dd > threshold[k];
+    const lanes_d zero = {0}, dd = lanes_abs(y - x), ax = lanes_abs(x);
+    memcpy(d, &dd, sizeof dd);
+    a->sum_abs += dd;
+    a->sum_d2 += dd * dd;
+    a->sum_r2 += x * x;
+    a->sum_t2 += y * y;
+    a->sum_tr += y * x;
+    const lanes_i counted = ax >= c->counted_from;
+    a->ratio_sum += lanes_select(counted, y / x, zero);
+    a->n_ratio += counted;
+    a->n_under += (lanes_i)dd < c->window_lo;
+    const lanes_i larger = dd > a->max_abs;
+    a->max_abs = lanes_select(larger, dd, a->max_abs);
+    a->at_max = (a->at_max & ~larger) | (a->index & larger);
+    a->index += LANES;
+    lanes_i e = (lanes_i)((lanes_u)ax >> 52);
+    const lanes_i above_floor = e > c->exponent_floor;
+    e = (e & above_floor) | (c->exponent_floor & ~above_floor);
+    lanes_d ulps;
+    if (reciprocal) {
+        ulps = dd * (lanes_d)((lanes_u)(c->spacing_bias + 1023 - e) << 52);
+    } else {
+        const lanes_i spacing_exponent = e - c->spacing_bias;
+        const lanes_u normal = (lanes_u)(spacing_exponent + 1023) << 52;
+        const lanes_u subnormal = ((lanes_u){0} + 1) << (lanes_u)((spacing_exponent + 1074) & 63);
+        const lanes_i is_normal = spacing_exponent >= -1022;
+        ulps = dd / (lanes_d)(((lanes_i)normal & is_normal) | ((lanes_i)subnormal & ~is_normal));
     }
-    *out = a;
-    return i;
+    a->max_ulp = lanes_select(ulps > a->max_ulp, ulps, a->max_ulp);
+    if (constant_bound) {
+        a->n_outside += dd > c->outside_from;
+    } else {
+        const lanes_d bound = c->atol + c->rtol * ax;
+        const lanes_i nonzero = dd != 0.0;
+        const lanes_d ratio = lanes_select(nonzero, lanes_select(bound > 0.0, dd / bound, zero + INFINITY), zero);
+        a->max_tol = lanes_select(ratio > a->max_tol, ratio, a->max_tol);
+        a->n_outside += nonzero & (dd > bound);
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < EQ_N_THRESHOLDS; k++) a->above[k] += dd > c->threshold[k];
 }
 
-/* A block where every value of both sides is finite: sums, counts and maxima in lanes (the counts
- * and maxima are exact in any order); 0, with out untouched, where a value is NaN or Inf. */
-STATS_WIDE static int finite_pair_block(const eq_pairs_job *j, eq_pair_block *out, int64_t *histogram, const double *r,
-                                        const double *t, double *d, int64_t begin, int64_t len)
+/* The groups of a finite block (begin, len) read straight from both tensors' storage, its tail
+ * padded with pairs of zeros (which add +0 to the sums and count nowhere but under the window);
+ * returns the padding. Compiled once per dtype and case. */
+static inline __attribute__((always_inline)) int64_t pair_groups(const eq_pairs_job *j, const pair_constants *c,
+                                                                 eq_dtype dt, int64_t begin, int64_t len, double *d,
+                                                                 const int reciprocal, const int constant_bound,
+                                                                 pair_lanes *a)
 {
-    /* |d|, the five sums and whether every value is finite in one loop (lanes as pass 1's: sum t r
-     * = sum t^2 = sum r^2 for t = r) */
-    lanes_d sum_abs = {0}, sum_d2 = {0}, sum_r2 = {0}, sum_t2 = {0}, sum_tr = {0};
-    lanes_i nonfinite = {0};
-    int64_t g = 0;
-    for (; g + LANES <= len; g += LANES) {
-        const lanes_d x = load_lanes(r + g), y = load_lanes(t + g), dd = lanes_abs(y - x);
-        nonfinite |= ~(lanes_abs(x) <= DBL_MAX) | ~(lanes_abs(y) <= DBL_MAX);
-        memcpy(d + g, &dd, sizeof dd);
-        sum_abs += dd;
-        sum_d2 += dd * dd;
-        sum_r2 += x * x;
-        sum_t2 += y * y;
-        sum_tr += y * x;
+    const void *r = j->ref->data, *t = j->test->data;
+    const pair_constants k = *c; /* a copy of its own: no store to d can change it */
+    pair_lanes acc = *a;
+    int64_t i = 0;
+    for (; i + LANES <= len; i += LANES)
+        pair_step(&acc, &k, load_widened(r, dt, begin + i), load_widened(t, dt, begin + i), d + i, reciprocal,
+                  constant_bound);
+    *a = acc;
+    if (i == len) return 0;
+    lanes_d x = {0}, y = {0}, tail_d;
+    for (int e = 0; i + e < len; e++) {
+        x[e] = eq_buffer_get(dt, r, begin + i + e);
+        y[e] = eq_buffer_get(dt, t, begin + i + e);
     }
-    for (int k = 0; g < len; g++, k++) {
-        nonfinite[k] |= !(fabs(r[g]) <= DBL_MAX) | !(fabs(t[g]) <= DBL_MAX);
-        d[g] = fabs(t[g] - r[g]);
-        sum_abs[k] += d[g];
-        sum_d2[k] += d[g] * d[g];
-        sum_r2[k] += r[g] * r[g];
-        sum_t2[k] += t[g] * t[g];
-        sum_tr[k] += t[g] * r[g];
-    }
-    if (lanes_count(nonfinite) != 0) return 0;
-    out->n_finite = len;
-    out->sum_abs = lanes_total(sum_abs);
-    out->sum_d2 = lanes_total(sum_d2);
-    out->sum_r2 = lanes_total(sum_r2);
-    out->sum_t2 = lanes_total(sum_t2);
-    out->sum_tr = lanes_total(sum_tr);
-    /* ULPs: |d| times the spacing's reciprocal, a power of two as exact as the spacing, for the
-     * dtypes whose spacings' reciprocals are all fp64 numbers (not fp64's: 2^1074 is not); the
-     * same bits as dividing. A bound that is atol alone (rtol 0): the largest |d| / bound is the
-     * largest |d|'s, division being monotone, so it is taken once after. Each of the four loops
-     * compiled for its case (no test of either inside). */
+    pair_step(a, &k, x, y, (double *)&tail_d, reciprocal, constant_bound);
+    memcpy(d + i, &tail_d, (size_t)(len - i) * sizeof *d);
+    return LANES - (len - i);
+}
+
+#define PAIR_GROUPS_OF(dt)                                                                                      \
+    (reciprocal ? (constant_bound ? pair_groups(j, c, dt, begin, len, d, 1, 1, a) : pair_groups(j, c, dt, begin, len, d, 1, 0, a)) \
+                : (constant_bound ? pair_groups(j, c, dt, begin, len, d, 0, 1, a) : pair_groups(j, c, dt, begin, len, d, 0, 0, a)))
+
+/* pair_groups for the block's dtype and case: each of the twelve loops compiled for its own, with
+ * no test of them inside. */
+static inline __attribute__((always_inline)) int64_t pair_groups_of(const eq_pairs_job *j, const pair_constants *c, int64_t begin, int64_t len,
+                                     double *d, pair_lanes *a)
+{
     const int reciprocal = j->significand_bits <= 24, constant_bound = j->rtol == 0.0;
-    pair_lanes acc = {.at_max = {0, 1, 2, 3}};
-    int64_t i = reciprocal ? (constant_bound ? pair_loop(j, r, t, d, len, 1, 1, &acc) : pair_loop(j, r, t, d, len, 1, 0, &acc))
-                           : (constant_bound ? pair_loop(j, r, t, d, len, 0, 1, &acc) : pair_loop(j, r, t, d, len, 0, 0, &acc));
-    for (int k = 0; i < len; i++, k++) { /* the tail, lane by lane */
-        const double x = r[i], y = t[i], dd = d[i];
-        const int counted = x != 0.0 && fabs(x) >= j->ref_rms;
-        acc.ratio_sum[k] += counted ? y / x : 0.0;
-        acc.n_ratio[k] -= counted;
-        acc.n_zero[k] -= dd == 0.0;
-        acc.n_below[k] -= dd != 0.0 && (int64_t)double_bits(dd) < j->below;
-        if (dd > acc.max_abs[k]) acc.max_abs[k] = dd, acc.at_max[k] = i;
-        const double ulps = ulps_of(j, x, dd);
-        acc.max_ulp[k] = ulps > acc.max_ulp[k] ? ulps : acc.max_ulp[k];
-        const double ratio = dd != 0.0 ? tolerance_ratio(j, x, dd) : 0.0;
-        acc.max_tol[k] = ratio > acc.max_tol[k] ? ratio : acc.max_tol[k];
-        acc.n_outside[k] -= dd != 0.0 && dd > j->atol + j->rtol * fabs(x);
-        for (int a = 0; a < EQ_N_THRESHOLDS; a++) acc.above[a][k] -= dd > eq_thresholds[a];
+    switch (j->ref->dtype) {
+    case EQ_BF16: return PAIR_GROUPS_OF(EQ_BF16);
+    case EQ_FP32: return PAIR_GROUPS_OF(EQ_FP32);
+    case EQ_FP64: break;
     }
+    return PAIR_GROUPS_OF(EQ_FP64);
+}
+#undef PAIR_GROUPS_OF
+
+/* A block where every value of both sides is finite (its bits scanned: n_zero of its |d| are 0):
+ * sums, counts and maxima in lanes, the counts and maxima exact in any order. */
+STATS_WIDE static void finite_pair_block(const eq_pairs_job *j, const pair_constants *c, eq_pair_block *out, int64_t *histogram,
+                              double *d, int64_t begin, int64_t len, int64_t n_zero)
+{
+    pair_lanes acc = {.at_max = {0, 1, 2, 3}, .index = {0, 1, 2, 3}};
+    const int64_t padding = pair_groups_of(j, c, begin, len, d, &acc);
+    out->n_finite = len;
+    out->n_zero = n_zero;
+    out->sum_abs = lanes_total(acc.sum_abs);
+    out->sum_d2 = lanes_total(acc.sum_d2);
+    out->sum_r2 = lanes_total(acc.sum_r2);
+    out->sum_t2 = lanes_total(acc.sum_t2);
+    out->sum_tr = lanes_total(acc.sum_tr);
     out->ratio_sum = lanes_total(acc.ratio_sum);
     out->n_ratio = -lanes_count(acc.n_ratio);
-    out->n_zero = -lanes_count(acc.n_zero);
-    out->n_below = -lanes_count(acc.n_below);
+    /* under the window: the zeros (and the padding) too, which are not below it */
+    out->n_below = j->below > 0 ? -lanes_count(acc.n_under) - n_zero - padding : 0;
     out->n_outside = -lanes_count(acc.n_outside);
     for (int a = 0; a < EQ_N_THRESHOLDS; a++) out->above[a] = -lanes_count(acc.above[a]);
     out->max_abs = lanes_max(acc.max_abs);
     out->max_ulp = lanes_max(acc.max_ulp);
     out->max_tol_ratio = lanes_max(acc.max_tol);
-    if (constant_bound && out->max_abs > 0.0) {
+    if (j->rtol == 0.0 && out->max_abs > 0.0) {
         const double largest = tolerance_ratio(j, 0.0, out->max_abs);
         out->max_tol_ratio = largest > out->max_tol_ratio ? largest : out->max_tol_ratio;
     }
@@ -232,12 +239,11 @@ STATS_WIDE static int finite_pair_block(const eq_pairs_job *j, eq_pair_block *ou
         for (int k = 0; k < LANES; k++)
             if (acc.max_abs[k] == out->max_abs && acc.at_max[k] < first) first = acc.at_max[k];
         out->argmax = begin + first;
-        out->ulp_at_max = ulps_of(j, r[first], d[first]);
+        out->ulp_at_max = ulps_of(j, eq_tensor_get(j->ref, begin + first), d[first]);
     }
     if (histogram != NULL)
-        for (i = 0; i < len; i++) histogram[(i % HISTOGRAM_COPIES) * N_BINS + (int64_t)(double_bits(d[i]) >> BIN_SHIFT)]++;
+        for (int64_t i = 0; i < len; i++) histogram[(i % HISTOGRAM_COPIES) * N_BINS + (int64_t)(double_bits(d[i]) >> BIN_SHIFT)]++;
     if (j->guess != NULL) eq_median_guess_offer(j->guess, d, len);
-    return 1;
 }
 
 /* A block with NaN or Inf on either side: element by element, the sums in index order. */
@@ -271,22 +277,45 @@ static inline void nonfinite_pair_block(const eq_pairs_job *j, eq_pair_block *ou
     }
 }
 
+/* The loop's constants from the job. */
+static pair_constants constants_of(const eq_pairs_job *j)
+{
+    const lanes_d zero = {0};
+    pair_constants c = {.counted_from = zero + (j->ref_rms > 0.0 ? j->ref_rms : DBL_TRUE_MIN),
+                        .atol = zero + j->atol,
+                        .rtol = zero + j->rtol,
+                        .outside_from = zero + (j->atol < 0.0 ? 0.0 : j->atol),
+                        .window_lo = (lanes_i){0} + j->below};
+    for (int k = 0; k < EQ_N_THRESHOLDS; k++) c.threshold[k] = zero + eq_thresholds[k];
+    const int64_t floor_exponent = (int64_t)(double_bits(j->floor_scale) >> 52);
+    const int64_t least = j->min_exponent + 1023;
+    c.exponent_floor = (lanes_i){0} + (floor_exponent > least ? floor_exponent : least);
+    c.spacing_bias = 1023 + j->significand_bits - 1;
+    return c;
+}
+
 STATS_WIDE static void pairs_range(void *ctx, int slot, int64_t begin, int64_t end)
 {
     const eq_pairs_job *j = ctx;
     const int64_t n = eq_tensor_numel(j->ref);
+    const pair_constants c = constants_of(j);
     int64_t *histogram = j->histograms != NULL ? j->histograms + (size_t)slot * HISTOGRAM_SIZE : NULL;
-    double r[BLOCK], t[BLOCK], d[BLOCK];
+    double d[BLOCK];
     for (int64_t b = begin; b < end; b++) {
         const int64_t len = block_len(n, b), at = b * BLOCK;
         eq_pair_block *out = &j->blocks[b];
         memset(out, 0, sizeof *out);
         out->argmax = -1;
+        const bits_scan bits = scan_bits(j->ref, j->test, at, len);
+        out->n_differ = bits.differ;
+        if (!bits.nonfinite) {
+            finite_pair_block(j, &c, out, histogram, d, at, len, len - bits.differ + bits.signed_zeros);
+            continue;
+        }
+        double r[BLOCK], t[BLOCK];
         eq_tensor_widen(j->ref, at, len, r);
         eq_tensor_widen(j->test, at, len, t);
-        out->n_differ = count_bits_differ(j->ref, j->test, at, len);
-        if (!finite_pair_block(j, out, histogram, r, t, d, at, len))
-            nonfinite_pair_block(j, out, histogram, r, t, d, at, len);
+        nonfinite_pair_block(j, out, histogram, r, t, d, at, len);
     }
 }
 

@@ -274,6 +274,36 @@ static void test_median_guess(void)
     }
 }
 
+/* +0 against -0: their bits differ, their |d| is 0. Where they are most of the pairs (the median
+ * 0) and where they are a third (the median among the others, ranked past them), in fp32 and
+ * bf16, with a tail of 3 past the last whole group: the median against a full sort, and the count
+ * of elements that differ. */
+static void test_signed_zeros(void)
+{
+    const eq_dtype dtypes[2] = {EQ_FP32, EQ_BF16};
+    const int64_t n = ((int64_t)1 << 20) + 3;
+    for (int dt = 0; dt < 2; dt++)
+        for (int share = 3; share <= 6; share += 3) {
+            eq_tensor ref, test;
+            EQ_EXPECT_OK(eq_tensor_init(&ref, dtypes[dt], 1, &n));
+            EQ_EXPECT_OK(eq_tensor_init(&test, dtypes[dt], 1, &n));
+            double *sorted = malloc((size_t)n * sizeof *sorted);
+            for (int64_t i = 0; i < n; i++) {
+                const double r = i % 10 < share ? 0.0 : 1.0 + (double)(i % 128) / 128.0;
+                const double t = i % 10 < share ? -0.0 : r + (double)(1 + i % 13) / 64.0; /* bf16 numbers */
+                eq_tensor_set(&ref, i, r), eq_tensor_set(&test, i, t);
+                sorted[i] = fabs(eq_tensor_get(&test, i) - eq_tensor_get(&ref, i));
+            }
+            const double want = median_by_sort(sorted, n);
+            eq_metrics m = compare(&ref, &test, &tol_zero);
+            EQ_EXPECT(m.median_abs == want && m.n_differ == n, "%s, %d in 10 of +0 against -0: median %.17g (want %.17g), "
+                      "%lld differ (want %lld)", eq_dtype_name(dtypes[dt]), share, m.median_abs, want,
+                      (long long)m.n_differ, (long long)n);
+            free(sorted);
+            eq_tensor_free(&ref), eq_tensor_free(&test);
+        }
+}
+
 /* The first index of the max |d| when it occurs in several blocks, and mean |d| against an
  * independent long double sum. */
 static void test_large_argmax_and_sums(void)
@@ -410,6 +440,7 @@ int main(int argc, char **argv)
     test_large_one_element();
     test_median_histogram();
     test_median_guess();
+    test_signed_zeros();
     test_large_argmax_and_sums();
     test_large_maxima_by_division();
     test_identical_shortcut();
