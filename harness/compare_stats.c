@@ -22,19 +22,6 @@
 #include "harness/compare_median.h"
 #include "harness/compare_pairs.h"
 
-/* sum (a_i - mean)^2 */
-static inline double lane_squared_deviations(const double *a, double mean, int64_t len)
-{
-    lanes_d lane = {0};
-    int64_t i = 0;
-    for (; i + LANES <= len; i += LANES) {
-        const lanes_d dev = load_lanes(a + i) - mean;
-        lane += dev * dev;
-    }
-    for (int j = 0; i < len; i++, j++) lane[j] += (a[i] - mean) * (a[i] - mean);
-    return lanes_total(lane);
-}
-
 /* ---- pass 1: one tensor's own statistics, per block ---- */
 
 typedef struct {
@@ -49,35 +36,75 @@ typedef struct {
     value_block *blocks;    /* [block_count(numel)] */
 } values_job;
 
-STATS_WIDE static void value_block_stats(const double *v, int64_t len, value_block *out)
+/* Whether every element of storage [begin, begin + n) of dtype dt is finite (no exponent field of
+ * all ones). */
+#define ALL_FINITE(type, sign, exponent)                                                                        \
+    do {                                                                                                        \
+        const type *x = (const type *)data + begin;                                                            \
+        type top = 0;                                                                                           \
+        for (int64_t i = 0; i < n; i++) top = (x[i] & (type)~(sign)) > top ? (x[i] & (type)~(sign)) : top;    \
+        return top < (type)(exponent);                                                                          \
+    } while (0)
+
+static inline __attribute__((always_inline)) int all_finite(const void *data, eq_dtype dt, int64_t begin, int64_t n)
 {
-    /* one loop for the sums, the max and the NaN/Inf check; sum_sq in the lanes of pass 2's sums,
-     * so that for t = r the sums t r, t^2 and r^2 there have its bits */
+    switch (dt) {
+    case EQ_BF16: ALL_FINITE(uint16_t, 0x8000u, 0x7f80u);
+    case EQ_FP32: ALL_FINITE(uint32_t, 0x80000000u, 0x7f800000u);
+    case EQ_FP64: break;
+    }
+    ALL_FINITE(uint64_t, 0x8000000000000000u, FP64_INF_BITS);
+}
+#undef ALL_FINITE
+
+/* A block's sums, sum of squares and max |v| in lanes, read straight from storage (its tail lane
+ * by lane), then the squared deviations about its mean: 0 where a value is NaN or Inf (out
+ * untouched), which leaves a lane of the sum of squares NaN or Inf, as a sum that overflowed
+ * does, told apart by the block's bits. */
+static inline __attribute__((always_inline)) int finite_value_block(const void *data, eq_dtype dt, int64_t begin,
+                                                                    int64_t len, value_block *out)
+{
+    /* sum_sq in the lanes of pass 2's sums, so that for t = r the sums t r, t^2 and r^2 there have its bits */
     lanes_d sum = {0}, sum_sq = {0}, absmax = {0};
-    lanes_i nonfinite = {0}; /* -1 per NaN or Inf */
     int64_t i = 0;
     for (; i + LANES <= len; i += LANES) {
-        const lanes_d x = load_lanes(v + i), a = lanes_abs(x);
+        const lanes_d x = load_widened(data, dt, begin + i), a = lanes_abs(x);
         sum += x;
         sum_sq += x * x;
         absmax = lanes_select(a > absmax, a, absmax);
-        nonfinite += ~(a <= DBL_MAX);
     }
     for (int k = 0; i < len; i++, k++) {
-        sum[k] += v[i];
-        sum_sq[k] += v[i] * v[i];
-        absmax[k] = fabs(v[i]) > absmax[k] ? fabs(v[i]) : absmax[k];
-        nonfinite[k] -= !(fabs(v[i]) <= DBL_MAX);
+        const double x = eq_buffer_get(dt, data, begin + i);
+        sum[k] += x;
+        sum_sq[k] += x * x;
+        absmax[k] = fabs(x) > absmax[k] ? fabs(x) : absmax[k];
     }
-    if (lanes_count(nonfinite) == 0) {
-        out->n_finite = len;
-        out->sum = lanes_total(sum);
-        out->sum_sq = lanes_total(sum_sq);
-        out->absmax = lanes_max(absmax);
-        out->m2 = len > 0 ? lane_squared_deviations(v, out->sum / (double)len, len) : 0.0;
-        return;
+    int finite = 1;
+    for (int k = 0; k < LANES; k++) finite &= fabs(sum_sq[k]) <= DBL_MAX;
+    if (!finite && !all_finite(data, dt, begin, len)) return 0; /* (else a sum that overflowed) */
+    out->n_finite = len;
+    out->sum = lanes_total(sum);
+    out->sum_sq = lanes_total(sum_sq);
+    out->absmax = lanes_max(absmax);
+    if (len == 0) return 1;
+    const lanes_d mean = (lanes_d){0} + out->sum / (double)len;
+    lanes_d m2 = {0};
+    for (i = 0; i + LANES <= len; i += LANES) {
+        const lanes_d dev = load_widened(data, dt, begin + i) - mean;
+        m2 += dev * dev;
     }
-    for (i = 0; i < len; i++) { /* in index order over the finite values, as pass 2 does */
+    for (int k = 0; i < len; i++, k++) {
+        const double dev = eq_buffer_get(dt, data, begin + i) - mean[k];
+        m2[k] += dev * dev;
+    }
+    out->m2 = lanes_total(m2);
+    return 1;
+}
+
+/* A block with NaN or Inf: element by element in index order over the finite values, as pass 2 does. */
+static void nonfinite_value_block(const double *v, int64_t len, value_block *out)
+{
+    for (int64_t i = 0; i < len; i++) {
         out->nan += isnan(v[i]) != 0;
         out->inf += isinf(v[i]) != 0;
         if (!isfinite(v[i])) continue;
@@ -87,8 +114,20 @@ STATS_WIDE static void value_block_stats(const double *v, int64_t len, value_blo
         if (fabs(v[i]) > out->absmax) out->absmax = fabs(v[i]);
     }
     const double mean = out->n_finite > 0 ? out->sum / (double)out->n_finite : 0.0;
-    for (i = 0; i < len; i++)
+    for (int64_t i = 0; i < len; i++)
         if (isfinite(v[i])) out->m2 += (v[i] - mean) * (v[i] - mean);
+}
+
+/* finite_value_block compiled for each dtype. */
+static inline __attribute__((always_inline)) int finite_value_block_of(const eq_tensor *t, int64_t begin, int64_t len,
+                                                                       value_block *out)
+{
+    switch (t->dtype) {
+    case EQ_BF16: return finite_value_block(t->data, EQ_BF16, begin, len, out);
+    case EQ_FP32: return finite_value_block(t->data, EQ_FP32, begin, len, out);
+    case EQ_FP64: break;
+    }
+    return finite_value_block(t->data, EQ_FP64, begin, len, out);
 }
 
 STATS_WIDE static void values_range(void *ctx, int64_t begin, int64_t end)
@@ -96,13 +135,15 @@ STATS_WIDE static void values_range(void *ctx, int64_t begin, int64_t end)
     const values_job *j = ctx;
     const int64_t n = eq_tensor_numel(j->values);
     const size_t size = eq_dtype_size(j->values->dtype);
-    double v[BLOCK];
     for (int64_t b = begin; b < end; b++) {
         const int64_t len = block_len(n, b);
         value_block *out = &j->blocks[b];
         memset(out, 0, sizeof *out);
-        eq_tensor_widen(j->values, b * BLOCK, len, v);
-        value_block_stats(v, len, out);
+        if (!finite_value_block_of(j->values, b * BLOCK, len, out)) {
+            double v[BLOCK];
+            eq_tensor_widen(j->values, b * BLOCK, len, v);
+            nonfinite_value_block(v, len, out);
+        }
         if (j->other != NULL)
             out->same_bits = memcmp((const char *)j->values->data + (size_t)(b * BLOCK) * size,
                                     (const char *)j->other->data + (size_t)(b * BLOCK) * size, (size_t)len * size) == 0;

@@ -304,6 +304,32 @@ static void test_signed_zeros(void)
         }
 }
 
+/* A block of finite fp64 values whose squares overflow is summed as any finite block is, in 4
+ * lanes (compare_stats.h), not element by element as a block with NaN or Inf: the reference's mean
+ * is the lanes' sum, which differs from the sum in index order on these values. */
+static void test_overflowing_block(void)
+{
+    const int64_t n = 4096;
+    eq_tensor ref, test;
+    EQ_EXPECT_OK(eq_tensor_init(&ref, EQ_FP64, 1, &n));
+    EQ_EXPECT_OK(eq_tensor_init(&test, EQ_FP64, 1, &n));
+    double lane[4] = {0, 0, 0, 0}, in_order = 0.0;
+    uint64_t state = 3;
+    for (int64_t i = 0; i < n; i++) {
+        state = state * 6364136223846793005u + 1442695040888963407u;
+        const double small = 1e190 * ((double)(state >> 11) * 0x1p-53 - 0.5); /* rounded off 1e200 in order */
+        const double v = i % 4 ? small : (i / 4) % 2 ? -1e200 : 1e200;
+        ((double *)ref.data)[i] = v, ((double *)test.data)[i] = v * (1.0 + 0x1p-40);
+        lane[i % 4] += v, in_order += v;
+    }
+    const double want = ((lane[0] + lane[1]) + (lane[2] + lane[3])) / (double)n;
+    eq_metrics m = compare(&ref, &test, &tol_zero);
+    EQ_EXPECT(m.ref_mean == want && want != in_order / (double)n && m.nan_ref == 0 && m.inf_ref == 0,
+              "mean of a block whose squares overflow %.17g, want the lanes' %.17g (in index order %.17g)", m.ref_mean,
+              want, in_order / (double)n);
+    eq_tensor_free(&ref), eq_tensor_free(&test);
+}
+
 /* The first index of the max |d| when it occurs in several blocks, and mean |d| against an
  * independent long double sum. */
 static void test_large_argmax_and_sums(void)
@@ -441,6 +467,7 @@ int main(int argc, char **argv)
     test_median_histogram();
     test_median_guess();
     test_signed_zeros();
+    test_overflowing_block();
     test_large_argmax_and_sums();
     test_large_maxima_by_division();
     test_identical_shortcut();
