@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness/base/bf16.h"
+#include "harness/base/widen_lanes.h"
 #include "harness/compare_stats.h"
 
 /* An x86-64-v4 (AVX-512) and an AVX2 copy of the block loops beside the baseline x86-64 one,
@@ -57,29 +58,11 @@ static inline lanes_d load_lanes(const double *p)
     return v;
 }
 
-/* LANES elements of storage of dtype dt from element i on, widened exactly to fp64 (as
- * eq_tensor_widen: bf16 by its bits moved to fp32's top half, fp32 by conversion; a signalling
- * NaN comes back quiet, so callers use it on finite blocks). */
-typedef uint32_t lanes_u32 __attribute__((vector_size(LANES * sizeof(uint32_t))));
-typedef float lanes_f __attribute__((vector_size(LANES * sizeof(float))));
-
-/* (Element by element: GCC 12 makes one vpmovzxwd and one vcvtps2pd of these, where
- * __builtin_convertvector splits them in halves.) */
+/* LANES elements of storage of dtype dt from element i on, widened exactly to fp64. */
+_Static_assert(LANES == 4, "load_widened reads 4 elements");
 static inline __attribute__((always_inline)) lanes_d load_widened(const void *data, eq_dtype dt, int64_t i)
 {
-    switch (dt) {
-    case EQ_BF16: {
-        const uint16_t *h = (const uint16_t *)data + i;
-        const lanes_f f = (lanes_f)((lanes_u32){h[0], h[1], h[2], h[3]} << 16);
-        return (lanes_d){f[0], f[1], f[2], f[3]};
-    }
-    case EQ_FP32: {
-        const float *f = (const float *)data + i;
-        return (lanes_d){f[0], f[1], f[2], f[3]};
-    }
-    case EQ_FP64: break;
-    }
-    return load_lanes((const double *)data + i);
+    return eq_load_widened4(data, dt, i);
 }
 
 static inline lanes_d lanes_abs(lanes_d x) { return (lanes_d)((lanes_i)x & INT64_MAX); }

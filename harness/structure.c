@@ -2,6 +2,7 @@
 #include "harness/structure.h"
 
 #include "harness/base/parallel.h"
+#include "harness/base/widen_lanes.h"
 
 #include <float.h>
 #include <math.h>
@@ -219,10 +220,11 @@ static void shard_test(const double *err, const double *energy, const int64_t *d
  *   shard:  error energy, reference energy, elements that differ and finite pairs per tp shard;
  *   shift:  per block of rows and column, the sum of the row-centred differences and their count.
  * d = test - ref over the pairs where both are finite (the others count nowhere). A row is read
- * twice: once segment by segment (the row cut at every column block's first column and, sharded
- * by column, every shard's), one loop taking all of the sums above, then once more for the shift's
- * column sums, which need the row's mean d first. */
+ * segment by segment (the row cut at every column block's first column and, sharded by column,
+ * every shard's), one loop taking all of the sums above and keeping each d; the shift's column
+ * sums, which need the row's mean d first, then read the kept d. */
 enum { G = EQ_STRUCTURE_BLOCKS, MAX_SHARDS = 4096 };
+#define ROW_D_MAX ((int64_t)1 << 20) /* the longest row whose d a worker keeps (8 MiB) */
 typedef struct {
     double num_r, den_r, num_c[G], den_c[G];
     int64_t finite;
@@ -266,29 +268,13 @@ INLINE lanes4 and4(lanes4 x, lanes4_i mask) { return (lanes4)((lanes4_i)x & mask
 INLINE double lanes_sum(lanes4 x) { return ((x[0] + x[1]) + x[2]) + x[3]; }
 INLINE int64_t lanes_count(lanes4_i x) { return ((x[0] + x[1]) + x[2]) + x[3]; }
 
-/* Element j of a row of dtype dt widened exactly to fp64 (bf16: its bits are fp32's upper half);
- * elements [j, j + len) into out [len] (a loop the compiler vectorises). */
+/* Element j of a row of dtype dt widened exactly to fp64 (bf16: its bits are fp32's upper half). */
 INLINE double load1(const void *row, eq_dtype dt, int64_t j)
 {
     switch (dt) {
     case EQ_FP32: return ((const float *)row)[j];
     case EQ_BF16: return eq_bf16_to_f32(((const uint16_t *)row)[j]);
     default: return ((const double *)row)[j];
-    }
-}
-
-INLINE void widen(const void *row, eq_dtype dt, int64_t j, int64_t len, double *out)
-{
-    switch (dt) {
-    case EQ_FP32:
-        for (int64_t k = 0; k < len; k++) out[k] = ((const float *)row)[j + k];
-        break;
-    case EQ_BF16:
-        for (int64_t k = 0; k < len; k++) out[k] = eq_bf16_to_f32(((const uint16_t *)row)[j + k]);
-        break;
-    default:
-        memcpy(out, (const double *)row + j, (size_t)len * sizeof *out);
-        break;
     }
 }
 
@@ -305,39 +291,46 @@ typedef struct {
     lanes4_i differ, finite;
 } segment_lanes;
 
-/* 4 pairs (x [4] of ref, y [4] of test) into the lanes; a pair with a non-finite value adds 0 to
- * every sum and to no count. */
-INLINE void accumulate(segment_lanes *acc, const double *x, const double *y)
+/* 4 pairs (a of ref, b of test) into the lanes; a pair with a non-finite value adds 0 to every sum
+ * and to no count. Their d (0 for such a pair) to d_out, where it is not NULL. */
+INLINE void accumulate(segment_lanes *acc, lanes4 a, lanes4 b, double *d_out)
 {
-    lanes4 a, b;
-    memcpy(&a, x, sizeof a);
-    memcpy(&b, y, sizeof b);
     const lanes4_i ok = (a - a) == (b - b); /* 0 == 0 where both are finite, NaN somewhere else */
     const lanes4 r = and4(a, ok), d = and4(b - a, ok);
     acc->dr += d * r, acc->rr += r * r, acc->dd += d * d, acc->d += d;
     acc->differ += d != 0, acc->finite += ok;
+    if (d_out != NULL) memcpy(d_out, &d, sizeof d);
 }
 
-/* Columns [j0, j1) of a row of ref (ra, dtype da) and of test (tb, db): one loop over the segment,
- * widened CHUNK elements at a time into the stack, every sum in the 4 lanes. */
-enum { CHUNK = 256 };
-INLINE segment_sums segment_of(const void *ra, eq_dtype da, const void *tb, eq_dtype db, int64_t j0, int64_t j1)
+/* Columns [j0, j1) of a row of ref (ra, dtype da) and of test (tb, db), every sum in the 4 lanes;
+ * each d to drow [j] where drow is not NULL. Read straight from storage, first as if every pair
+ * were finite (accumulate's sums with no masks, the same bits for finite pairs); a NaN or Inf
+ * leaves a lane of r r or d d that is not finite, and the segment is read again with them. */
+INLINE segment_sums segment_of(const void *ra, eq_dtype da, const void *tb, eq_dtype db, int64_t j0, int64_t j1,
+                               double *drow)
 {
     segment_lanes acc = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
-    double wa[CHUNK], wb[CHUNK]; /* [len]: ref's and test's elements [c0, c0 + len) in fp64 */
-    for (int64_t c0 = j0; c0 < j1; c0 += CHUNK) { /* CHUNK is a multiple of 4: lanes run on */
-        const int64_t len = j1 - c0 < CHUNK ? j1 - c0 : CHUNK;
-        const double *x = da == EQ_FP64 ? (const double *)ra + c0 : wa, *y = db == EQ_FP64 ? (const double *)tb + c0 : wb;
-        if (da != EQ_FP64) widen(ra, da, c0, len, wa);
-        if (db != EQ_FP64) widen(tb, db, c0, len, wb);
-        int64_t j = 0;
-        for (; j + 4 <= len; j += 4) accumulate(&acc, x + j, y + j);
-        if (j < len) { /* the last len - j < 4 pairs, and NaN pairs that count nowhere */
-            double xt[4] = {NAN, NAN, NAN, NAN}, yt[4] = {NAN, NAN, NAN, NAN};
-            memcpy(xt, x + j, (size_t)(len - j) * sizeof *xt);
-            memcpy(yt, y + j, (size_t)(len - j) * sizeof *yt);
-            accumulate(&acc, xt, yt);
-        }
+    int64_t j = j0;
+    for (; j + 4 <= j1; j += 4) {
+        const lanes4 a = eq_load_widened4(ra, da, j), b = eq_load_widened4(tb, db, j), d = b - a;
+        acc.dr += d * a, acc.rr += a * a, acc.dd += d * d, acc.d += d;
+        acc.differ += d != 0;
+        if (drow != NULL) memcpy(drow + j, &d, sizeof d);
+    }
+    int finite = 1;
+    for (int k = 0; k < 4; k++) finite &= fabs(acc.rr[k]) <= DBL_MAX && fabs(acc.dd[k]) <= DBL_MAX;
+    if (finite) {
+        acc.finite -= (lanes4_i){0} + (j - j0) / 4; /* every pair so far */
+    } else {
+        memset(&acc, 0, sizeof acc);
+        for (j = j0; j + 4 <= j1; j += 4)
+            accumulate(&acc, eq_load_widened4(ra, da, j), eq_load_widened4(tb, db, j), drow != NULL ? drow + j : NULL);
+    }
+    if (j < j1) { /* the last j1 - j < 4 pairs, and NaN pairs that count nowhere */
+        lanes4 a = {NAN, NAN, NAN, NAN}, b = {NAN, NAN, NAN, NAN}, d;
+        for (int k = 0; j + k < j1; k++) a[k] = load1(ra, da, j + k), b[k] = load1(tb, db, j + k);
+        accumulate(&acc, a, b, (double *)&d);
+        if (drow != NULL) memcpy(drow + j, &d, (size_t)(j1 - j) * sizeof *drow);
     }
     return (segment_sums){lanes_sum(acc.dr), lanes_sum(acc.rr), lanes_sum(acc.dd), lanes_sum(acc.d),
                           -lanes_count(acc.differ), -lanes_count(acc.finite)};
@@ -347,8 +340,12 @@ INLINE segment_sums segment_of(const void *ra, eq_dtype da, const void *tb, eq_d
  * col_count[j] += 1 for each, unless the row is all finite (full: its block counts those rows at
  * the end). Element by element (the compiler vectorises). */
 INLINE void shift_row(double *cols, double *col_count, const void *ra, eq_dtype da, const void *tb, eq_dtype db,
-                      int64_t n, double mean, int full)
+                      const double *drow, int64_t n, double mean, int full)
 {
+    if (full && drow != NULL) {
+        for (int64_t j = 0; j < n; j++) cols[j] += drow[j] - mean;
+        return;
+    }
     if (full) {
         for (int64_t j = 0; j < n; j++) cols[j] += (load1(tb, db, j) - load1(ra, da, j)) - mean;
         return;
@@ -363,7 +360,8 @@ INLINE void shift_row(double *cols, double *col_count, const void *ra, eq_dtype 
 
 /* Row `row` of block g (ref of dtype da, test of db) into the block's sums; *full_rows counts the
  * block's rows with every pair finite. */
-INLINE void row_pass(structure_pass *p, int64_t g, int64_t row, eq_dtype da, eq_dtype db, int64_t *full_rows)
+INLINE void row_pass(structure_pass *p, int64_t g, int64_t row, eq_dtype da, eq_dtype db, double *drow,
+                     int64_t *full_rows)
 {
     block_sums *bs = &p->blocks[g];
     const int64_t n = p->n;
@@ -374,7 +372,7 @@ INLINE void row_pass(structure_pass *p, int64_t g, int64_t row, eq_dtype da, eq_
     double row_d = 0;
     int64_t finite = 0;
     for (int k = 0; k < p->segments; k++) {
-        const segment_sums ss = segment_of(ra, da, tb, db, p->seg_start[k], p->seg_start[k + 1]);
+        const segment_sums ss = segment_of(ra, da, tb, db, p->seg_start[k], p->seg_start[k + 1], drow);
         const int c = p->seg_col[k];
         bs->num_c[c] += ss.dr, bs->den_c[c] += ss.rr;
         bs->num_r += ss.dr, bs->den_r += ss.rr;
@@ -388,7 +386,7 @@ INLINE void row_pass(structure_pass *p, int64_t g, int64_t row, eq_dtype da, eq_
     bs->finite += finite;
     if (p->cols != NULL) {
         const double row_mean = finite > 0 ? row_d / (double)finite : 0.0;
-        shift_row(p->cols + g * n, p->col_count + g * n, ra, da, tb, db, n, row_mean, finite == n);
+        shift_row(p->cols + g * n, p->col_count + g * n, ra, da, tb, db, drow, n, row_mean, finite == n);
         *full_rows += finite == n;
     }
 }
@@ -396,12 +394,17 @@ INLINE void row_pass(structure_pass *p, int64_t g, int64_t row, eq_dtype da, eq_
 /* Blocks of rows [begin, end), ref of dtype da and test of db. */
 INLINE void blocks_of(structure_pass *p, int64_t begin, int64_t end, eq_dtype da, eq_dtype db)
 {
+    /* the row's d for the shift's column sums, kept from the segments' loop (or read again: a row
+     * too long for it, or no memory) */
+    double *drow = p->cols != NULL && p->n <= ROW_D_MAX ? malloc((size_t)p->n * sizeof *drow) : NULL;
     for (int64_t g = begin; g < end; g++) {
         int64_t full_rows = 0;
-        for (int64_t row = p->row_start[g]; row < p->row_start[g + 1]; row++) row_pass(p, g, row, da, db, &full_rows);
+        for (int64_t row = p->row_start[g]; row < p->row_start[g + 1]; row++)
+            row_pass(p, g, row, da, db, drow, &full_rows);
         for (int64_t j = 0; p->cols != NULL && full_rows > 0 && j < p->n; j++)
             p->col_count[g * p->n + j] += (double)full_rows;
     }
+    free(drow);
 }
 
 /* The loops compiled for each dtype the two share; tensors of two dtypes take the slow way. */
