@@ -32,7 +32,8 @@ typedef struct {
         return (bits_scan){(int64_t)differ, (int64_t)zeros, top >= (type)(exponent)};                           \
     } while (0)
 
-static inline __attribute__((always_inline)) bits_scan scan_bits(const eq_tensor *a, const eq_tensor *b, int64_t begin, int64_t n)
+static inline __attribute__((always_inline)) bits_scan scan_bits(const eq_tensor *a, const eq_tensor *b, int64_t begin,
+                                                                  int64_t n)
 {
     switch (a->dtype) {
     case EQ_BF16: SCAN_BITS(uint16_t, 0x8000u, 0x7f80u);
@@ -189,13 +190,15 @@ static inline __attribute__((always_inline)) int64_t pair_groups(const eq_pairs_
 }
 
 #define PAIR_GROUPS_OF(dt)                                                                                      \
-    (reciprocal ? (constant_bound ? pair_groups(j, c, dt, begin, len, d, 1, 1, a) : pair_groups(j, c, dt, begin, len, d, 1, 0, a)) \
-                : (constant_bound ? pair_groups(j, c, dt, begin, len, d, 0, 1, a) : pair_groups(j, c, dt, begin, len, d, 0, 0, a)))
+    (reciprocal ? (constant_bound ? pair_groups(j, c, dt, begin, len, d, 1, 1, a)                               \
+                                  : pair_groups(j, c, dt, begin, len, d, 1, 0, a))                              \
+                : (constant_bound ? pair_groups(j, c, dt, begin, len, d, 0, 1, a)                               \
+                                  : pair_groups(j, c, dt, begin, len, d, 0, 0, a)))
 
 /* pair_groups for the block's dtype and case: each of the twelve loops compiled for its own, with
  * no test of them inside. */
-static inline __attribute__((always_inline)) int64_t pair_groups_of(const eq_pairs_job *j, const pair_constants *c, int64_t begin, int64_t len,
-                                     double *d, pair_lanes *a)
+static inline __attribute__((always_inline)) int64_t pair_groups_of(const eq_pairs_job *j, const pair_constants *c,
+                                                                    int64_t begin, int64_t len, double *d, pair_lanes *a)
 {
     const int reciprocal = j->significand_bits <= 24, constant_bound = j->rtol == 0.0;
     switch (j->ref->dtype) {
@@ -209,8 +212,8 @@ static inline __attribute__((always_inline)) int64_t pair_groups_of(const eq_pai
 
 /* A block where every value of both sides is finite (its bits scanned: n_zero of its |d| are 0):
  * sums, counts and maxima in lanes, the counts and maxima exact in any order. */
-STATS_WIDE static void finite_pair_block(const eq_pairs_job *j, const pair_constants *c, eq_pair_block *out, int64_t *histogram,
-                              double *d, int64_t begin, int64_t len, int64_t n_zero)
+STATS_WIDE static void finite_pair_block(const eq_pairs_job *j, const pair_constants *c, eq_pair_block *out,
+                                         int64_t *histogram, double *d, int64_t begin, int64_t len, int64_t n_zero)
 {
     pair_lanes acc = {.at_max = {0, 1, 2, 3}, .index = {0, 1, 2, 3}};
     const int64_t padding = pair_groups_of(j, c, begin, len, d, &acc);
@@ -242,7 +245,8 @@ STATS_WIDE static void finite_pair_block(const eq_pairs_job *j, const pair_const
         out->ulp_at_max = ulps_of(j, eq_tensor_get(j->ref, begin + first), d[first]);
     }
     if (histogram != NULL)
-        for (int64_t i = 0; i < len; i++) histogram[(i % HISTOGRAM_COPIES) * N_BINS + (int64_t)(double_bits(d[i]) >> BIN_SHIFT)]++;
+        for (int64_t i = 0; i < len; i++)
+            histogram[(i % HISTOGRAM_COPIES) * N_BINS + (int64_t)(double_bits(d[i]) >> BIN_SHIFT)]++;
     if (j->guess != NULL) eq_median_guess_offer(j->guess, d, len);
 }
 

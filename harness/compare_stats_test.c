@@ -296,9 +296,9 @@ static void test_signed_zeros(void)
             }
             const double want = median_by_sort(sorted, n);
             eq_metrics m = compare(&ref, &test, &tol_zero);
-            EQ_EXPECT(m.median_abs == want && m.n_differ == n, "%s, %d in 10 of +0 against -0: median %.17g (want %.17g), "
-                      "%lld differ (want %lld)", eq_dtype_name(dtypes[dt]), share, m.median_abs, want,
-                      (long long)m.n_differ, (long long)n);
+            EQ_EXPECT(m.median_abs == want && m.n_differ == n,
+                      "%s, %d in 10 of +0 against -0: median %.17g (want %.17g), %lld differ (want %lld)",
+                      eq_dtype_name(dtypes[dt]), share, m.median_abs, want, (long long)m.n_differ, (long long)n);
             free(sorted);
             eq_tensor_free(&ref), eq_tensor_free(&test);
         }
