@@ -1,6 +1,7 @@
 /* What the blocked comparison statistics (harness/compare_stats.c, compare_pairs.c) and the median
  * of |d| (harness/compare_median.c, compare_median_guess.c) share: blocks of EQ_STATS_BLOCK
- * elements (widened to fp64 by eq_tensor_widen, harness/base/tensor.h), and lanes of fp64
+ * elements (read into fp64 lanes by eq_load_widened4, harness/base/widen_lanes.h, or widened by
+ * eq_tensor_widen, harness/base/tensor.h), the scan of a block's stored bits, and lanes of fp64
  * operations. Internal to those files. */
 #ifndef EQUIV_HARNESS_COMPARE_BLOCKS_H
 #define EQUIV_HARNESS_COMPARE_BLOCKS_H
@@ -27,6 +28,7 @@
 
 #define BLOCK EQ_STATS_BLOCK
 #define LANES 4
+_Static_assert(LANES == 4, "the loops read storage 4 elements at a time (eq_load_widened4)");
 #define FP64_INF_BITS 0x7ff0000000000000u
 
 static inline int64_t block_count(int64_t n) { return (n + BLOCK - 1) / BLOCK; }
@@ -58,12 +60,41 @@ static inline lanes_d load_lanes(const double *p)
     return v;
 }
 
-/* LANES elements of storage of dtype dt from element i on, widened exactly to fp64. */
-_Static_assert(LANES == 4, "load_widened reads 4 elements");
-static inline __attribute__((always_inline)) lanes_d load_widened(const void *data, eq_dtype dt, int64_t i)
+/* What the stored bits of a block say before any value is widened: how many elements differ
+ * (+0 and -0 do; NaN payloads do), how many of those are +0 against -0 (equal values: |d| = 0),
+ * and whether either side holds a NaN or Inf (its exponent field all ones). */
+typedef struct {
+    int64_t differ, signed_zeros;
+    int nonfinite;
+} bits_scan;
+
+/* The scan for one width of storage: counts in the element's own width (a block's 4096 fit in
+ * 16 bits), so that the loop runs as wide as the elements. */
+#define SCAN_BITS(type, sign, exponent)                                                                         \
+    do {                                                                                                        \
+        const type *x = (const type *)a->data + begin, *y = (const type *)b->data + begin;                    \
+        type differ = 0, zeros = 0, top = 0;                                                                    \
+        for (int64_t i = 0; i < n; i++) {                                                                       \
+            const type u = x[i], v = y[i], mu = u & (type)~(sign), mv = v & (type)~(sign);                      \
+            differ += u != v;                                                                                   \
+            zeros += (u != v) & ((mu | mv) == 0);                                                               \
+            top = mu > top ? mu : top;                                                                          \
+            top = mv > top ? mv : top;                                                                          \
+        }                                                                                                       \
+        return (bits_scan){(int64_t)differ, (int64_t)zeros, top >= (type)(exponent)};                           \
+    } while (0)
+
+static inline __attribute__((always_inline)) bits_scan scan_bits(const eq_tensor *a, const eq_tensor *b, int64_t begin,
+                                                                  int64_t n)
 {
-    return eq_load_widened4(data, dt, i);
+    switch (a->dtype) {
+    case EQ_BF16: SCAN_BITS(uint16_t, 0x8000u, 0x7f80u);
+    case EQ_FP32: SCAN_BITS(uint32_t, 0x80000000u, 0x7f800000u);
+    case EQ_FP64: break;
+    }
+    SCAN_BITS(uint64_t, 0x8000000000000000u, FP64_INF_BITS);
 }
+#undef SCAN_BITS
 
 static inline lanes_d lanes_abs(lanes_d x) { return (lanes_d)((lanes_i)x & INT64_MAX); }
 

@@ -8,42 +8,6 @@
 #include "harness/base/parallel.h"
 #include "harness/compare_blocks.h"
 
-/* What the stored bits of a block say before any value is widened: how many elements differ
- * (+0 and -0 do; NaN payloads do), how many of those are +0 against -0 (equal values: |d| = 0),
- * and whether either side holds a NaN or Inf (its exponent field all ones). */
-typedef struct {
-    int64_t differ, signed_zeros;
-    int nonfinite;
-} bits_scan;
-
-/* The scan for one width of storage: counts in the element's own width (a block's 4096 fit in
- * 16 bits), so that the loop runs as wide as the elements. */
-#define SCAN_BITS(type, sign, exponent)                                                                         \
-    do {                                                                                                        \
-        const type *x = (const type *)a->data + begin, *y = (const type *)b->data + begin;                    \
-        type differ = 0, zeros = 0, top = 0;                                                                    \
-        for (int64_t i = 0; i < n; i++) {                                                                       \
-            const type u = x[i], v = y[i], mu = u & (type)~(sign), mv = v & (type)~(sign);                      \
-            differ += u != v;                                                                                   \
-            zeros += (u != v) & ((mu | mv) == 0);                                                               \
-            top = mu > top ? mu : top;                                                                          \
-            top = mv > top ? mv : top;                                                                          \
-        }                                                                                                       \
-        return (bits_scan){(int64_t)differ, (int64_t)zeros, top >= (type)(exponent)};                           \
-    } while (0)
-
-static inline __attribute__((always_inline)) bits_scan scan_bits(const eq_tensor *a, const eq_tensor *b, int64_t begin,
-                                                                  int64_t n)
-{
-    switch (a->dtype) {
-    case EQ_BF16: SCAN_BITS(uint16_t, 0x8000u, 0x7f80u);
-    case EQ_FP32: SCAN_BITS(uint32_t, 0x80000000u, 0x7f800000u);
-    case EQ_FP64: break;
-    }
-    SCAN_BITS(uint64_t, 0x8000000000000000u, FP64_INF_BITS);
-}
-#undef SCAN_BITS
-
 /* Spacing of the dtype's numbers at scale s >= 0: 2^(floor(log2 s) - p + 1), or the subnormal
  * spacing 2^(emin - p + 1) below the smallest normal 2^emin (bf16 has fp32's exponent range).
  * floor(log2 s) is the exponent field of s, a normal fp64 number wherever it is >= 2^emin; the
@@ -175,8 +139,8 @@ static inline __attribute__((always_inline)) int64_t pair_groups(const eq_pairs_
     pair_lanes acc = *a;
     int64_t i = 0;
     for (; i + LANES <= len; i += LANES)
-        pair_step(&acc, &k, load_widened(r, dt, begin + i), load_widened(t, dt, begin + i), d + i, reciprocal,
-                  constant_bound);
+        pair_step(&acc, &k, eq_load_widened4(r, dt, begin + i), eq_load_widened4(t, dt, begin + i), d + i,
+                  reciprocal, constant_bound);
     *a = acc;
     if (i == len) return 0;
     lanes_d x = {0}, y = {0}, tail_d;
@@ -198,7 +162,8 @@ static inline __attribute__((always_inline)) int64_t pair_groups(const eq_pairs_
 /* pair_groups for the block's dtype and case: each of the twelve loops compiled for its own, with
  * no test of them inside. */
 static inline __attribute__((always_inline)) int64_t pair_groups_of(const eq_pairs_job *j, const pair_constants *c,
-                                                                    int64_t begin, int64_t len, double *d, pair_lanes *a)
+                                                                    int64_t begin, int64_t len, double *d,
+                                                                    pair_lanes *a)
 {
     const int reciprocal = j->significand_bits <= 24, constant_bound = j->rtol == 0.0;
     switch (j->ref->dtype) {

@@ -36,39 +36,19 @@ typedef struct {
     value_block *blocks;    /* [block_count(numel)] */
 } values_job;
 
-/* Whether every element of storage [begin, begin + n) of dtype dt is finite (no exponent field of
- * all ones). */
-#define ALL_FINITE(type, sign, exponent)                                                                        \
-    do {                                                                                                        \
-        const type *x = (const type *)data + begin;                                                            \
-        type top = 0;                                                                                           \
-        for (int64_t i = 0; i < n; i++) top = (x[i] & (type)~(sign)) > top ? (x[i] & (type)~(sign)) : top;    \
-        return top < (type)(exponent);                                                                          \
-    } while (0)
-
-static inline __attribute__((always_inline)) int all_finite(const void *data, eq_dtype dt, int64_t begin, int64_t n)
-{
-    switch (dt) {
-    case EQ_BF16: ALL_FINITE(uint16_t, 0x8000u, 0x7f80u);
-    case EQ_FP32: ALL_FINITE(uint32_t, 0x80000000u, 0x7f800000u);
-    case EQ_FP64: break;
-    }
-    ALL_FINITE(uint64_t, 0x8000000000000000u, FP64_INF_BITS);
-}
-#undef ALL_FINITE
-
 /* A block's sums, sum of squares and max |v| in lanes, read straight from storage (its tail lane
  * by lane), then the squared deviations about its mean: 0 where a value is NaN or Inf (out
  * untouched), which leaves a lane of the sum of squares NaN or Inf, as a sum that overflowed
- * does, told apart by the block's bits. */
-static inline __attribute__((always_inline)) int finite_value_block(const void *data, eq_dtype dt, int64_t begin,
+ * does, told apart by the block's bits (scan_bits). */
+static inline __attribute__((always_inline)) int finite_value_block(const eq_tensor *t, eq_dtype dt, int64_t begin,
                                                                     int64_t len, value_block *out)
 {
+    const void *data = t->data; /* of dtype dt (t->dtype, a constant in each copy of the loops) */
     /* sum_sq in the lanes of pass 2's sums, so that for t = r the sums t r, t^2 and r^2 there have its bits */
     lanes_d sum = {0}, sum_sq = {0}, absmax = {0};
     int64_t i = 0;
     for (; i + LANES <= len; i += LANES) {
-        const lanes_d x = load_widened(data, dt, begin + i), a = lanes_abs(x);
+        const lanes_d x = eq_load_widened4(data, dt, begin + i), a = lanes_abs(x);
         sum += x;
         sum_sq += x * x;
         absmax = lanes_select(a > absmax, a, absmax);
@@ -81,7 +61,7 @@ static inline __attribute__((always_inline)) int finite_value_block(const void *
     }
     int finite = 1;
     for (int k = 0; k < LANES; k++) finite &= fabs(sum_sq[k]) <= DBL_MAX;
-    if (!finite && !all_finite(data, dt, begin, len)) return 0; /* (else a sum that overflowed) */
+    if (!finite && scan_bits(t, t, begin, len).nonfinite) return 0; /* (else a sum that overflowed) */
     out->n_finite = len;
     out->sum = lanes_total(sum);
     out->sum_sq = lanes_total(sum_sq);
@@ -90,7 +70,7 @@ static inline __attribute__((always_inline)) int finite_value_block(const void *
     const lanes_d mean = (lanes_d){0} + out->sum / (double)len;
     lanes_d m2 = {0};
     for (i = 0; i + LANES <= len; i += LANES) {
-        const lanes_d dev = load_widened(data, dt, begin + i) - mean;
+        const lanes_d dev = eq_load_widened4(data, dt, begin + i) - mean;
         m2 += dev * dev;
     }
     for (int k = 0; i < len; i++, k++) {
@@ -123,11 +103,11 @@ static inline __attribute__((always_inline)) int finite_value_block_of(const eq_
                                                                        value_block *out)
 {
     switch (t->dtype) {
-    case EQ_BF16: return finite_value_block(t->data, EQ_BF16, begin, len, out);
-    case EQ_FP32: return finite_value_block(t->data, EQ_FP32, begin, len, out);
+    case EQ_BF16: return finite_value_block(t, EQ_BF16, begin, len, out);
+    case EQ_FP32: return finite_value_block(t, EQ_FP32, begin, len, out);
     case EQ_FP64: break;
     }
-    return finite_value_block(t->data, EQ_FP64, begin, len, out);
+    return finite_value_block(t, EQ_FP64, begin, len, out);
 }
 
 STATS_WIDE static void values_range(void *ctx, int64_t begin, int64_t end)
