@@ -18,6 +18,7 @@
 #define EQUIV_HARNESS_DUMP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "harness/capture.h"
 
@@ -39,6 +40,12 @@ typedef struct eq_dump_file eq_dump_file;
 eq_status eq_dump_open(const char *path, eq_dump_file **file, eq_capture *index);
 eq_status eq_dump_read_entry(eq_dump_file *file, int entry, const eq_tensor *shape, void *data);
 void eq_dump_close(eq_dump_file *file); /* NULL: nothing */
+/* Where the file holds entry `entry`'s bytes exactly as eq_dump_read_entry would write them (one
+ * contiguous extent in the tensor's own type, no conversion, no filter): its offset from the
+ * file's start, or -1 (also for a tensor under EQ_DUMP_STORED_MIN_BYTES: not worth the look, in a
+ * file of 100,000 scalars). A reader may then map or read those bytes itself. */
+#define EQ_DUMP_STORED_MIN_BYTES 4096
+int64_t eq_dump_entry_offset(const eq_dump_file *file, int entry);
 
 /* A buffer of this size always holds eq_dump_filename's result (EQ_CELL_NAME_MAX and ".h5"). */
 #define EQ_DUMP_FILENAME_MAX 1032

@@ -90,10 +90,33 @@ static int layer_of(const char *dset_path, const char **name)
     return -1;
 }
 
-/* Reads the dataset at dset_path (no leading '/') and appends it to out. */
+/* Where the file holds dataset dset's values as the tensor's own bytes (bytes of them, dtype dt, in
+ * the file's type `type`): one contiguous, allocated extent that a read would copy unchanged (bf16
+ * is read in its file type; fp32 and fp64 only where the file's type is the native one, so no
+ * conversion), in a file without a user block (an address is then a file offset). Its offset in
+ * the file, or -1. */
+static int64_t stored_offset(hid_t file, hid_t dset, hid_t type, eq_dtype dt, uint64_t bytes)
+{
+    int64_t offset = -1;
+    hid_t dcpl = H5Dget_create_plist(dset), fcpl = H5Fget_create_plist(file);
+    hsize_t userblock = 1;
+    const int same_type = dt == EQ_BF16 || H5Tequal(type, dt == EQ_FP32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE) > 0;
+    if (dcpl >= 0 && fcpl >= 0 && same_type && H5Pget_layout(dcpl) == H5D_CONTIGUOUS &&
+        H5Pget_external_count(dcpl) == 0 && H5Pget_userblock(fcpl, &userblock) >= 0 && userblock == 0 &&
+        H5Dget_storage_size(dset) == bytes) {
+        const haddr_t addr = H5Dget_offset(dset);
+        if (addr != HADDR_UNDEF && addr <= (haddr_t)INT64_MAX) offset = (int64_t)addr;
+    }
+    eq_h5_close(&fcpl);
+    eq_h5_close(&dcpl);
+    return offset;
+}
+
 /* Reads dataset dset_path into an entry of out: its attributes, shape and dtype, and its data unless
- * index (then tensor.data is NULL: eq_dump_read_entry reads it later). */
-static eq_status read_dataset(hid_t file, const char *path, const char *dset_path, int index, eq_capture *out)
+ * index (then tensor.data is NULL: eq_dump_read_entry reads it later, and *stored is where the file
+ * holds its bytes as they are, or -1: stored_offset). */
+static eq_status read_dataset(hid_t file, const char *path, const char *dset_path, int index, eq_capture *out,
+                              int64_t *stored)
 {
     eq_status st = EQ_OK;
     hid_t dset = H5I_INVALID_HID, type = H5I_INVALID_HID, space = H5I_INVALID_HID;
@@ -202,6 +225,7 @@ static eq_status read_dataset(hid_t file, const char *path, const char *dset_pat
     }
     gemm.k_split_by_tp = strcmp(split, "tp") == 0;
     if (index) { /* the shape without the data */
+        *stored = bytes >= EQ_DUMP_STORED_MIN_BYTES ? stored_offset(file, dset, type, dtype, bytes) : -1;
         t.dtype = dtype;
         t.ndim = tensor_ndim;
         memcpy(t.shape, shape, sizeof t.shape);
@@ -319,20 +343,27 @@ cleanup:
 /* The dataset paths of a file's entries, in entry order (an entry's path is not always its dataset's:
  * "layers/7/x" is entry "layers/07/x"). */
 typedef struct {
-    char (*paths)[EQ_NAME_MAX];
+    char path[EQ_NAME_MAX];
+    int64_t stored; /* where the file holds its bytes as they are, or -1 (stored_offset) */
+} listed_dataset;
+
+typedef struct {
+    listed_dataset *at;
     int count, capacity;
 } dataset_list;
 
-static eq_status list_dataset(dataset_list *list, const char *dset_path)
+static eq_status list_dataset(dataset_list *list, const char *dset_path, int64_t stored)
 {
     if (list->count == list->capacity) {
         int capacity = list->capacity ? 2 * list->capacity : 64;
-        char(*grown)[EQ_NAME_MAX] = realloc(list->paths, (size_t)capacity * sizeof *grown);
+        listed_dataset *grown = realloc(list->at, (size_t)capacity * sizeof *grown);
         if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to list %d datasets", capacity);
-        list->paths = grown;
+        list->at = grown;
         list->capacity = capacity;
     }
-    snprintf(list->paths[list->count++], EQ_NAME_MAX, "%s", dset_path);
+    listed_dataset *d = &list->at[list->count++];
+    snprintf(d->path, EQ_NAME_MAX, "%s", dset_path);
+    d->stored = stored;
     return EQ_OK;
 }
 
@@ -367,8 +398,9 @@ static eq_status walk(hid_t file, const char *path, const char *prefix, int dept
                "%s: cannot read object /%s", path, child);
         if (obj.type == H5O_TYPE_GROUP) EQ_TRY(walk(file, path, child, depth + 1, index, list, out));
         else if (obj.type == H5O_TYPE_DATASET) {
-            EQ_TRY(read_dataset(file, path, child, index, out));
-            if (list != NULL) EQ_TRY(list_dataset(list, child));
+            int64_t stored = -1;
+            EQ_TRY(read_dataset(file, path, child, index, out, &stored));
+            if (list != NULL) EQ_TRY(list_dataset(list, child, stored));
         }
         /* a named datatype: the bf16 type, nothing to compare */
     }
@@ -458,7 +490,7 @@ eq_status eq_dump_read_entry(eq_dump_file *f, int entry, const eq_tensor *shape,
     hid_t dset = H5I_INVALID_HID, type = H5I_INVALID_HID, space = H5I_INVALID_HID;
     if (entry < 0 || entry >= f->datasets.count)
         return EQ_FAIL(EQ_ERR_INTERNAL, "%s: no dataset %d (of %d)", f->path, entry, f->datasets.count);
-    const char *dset_path = f->datasets.paths[entry];
+    const char *dset_path = f->datasets.at[entry].path;
     H5_TRY(dset = H5Dopen2(f->file, dset_path, H5P_DEFAULT), EQ_ERR_INPUT, "%s: %s is not a readable dataset",
            f->path, dset_path);
     H5_TRY(type = H5Dget_type(dset), EQ_ERR_INPUT, "%s: cannot read the type of %s", f->path, dset_path);
@@ -482,10 +514,15 @@ cleanup:
     return st;
 }
 
+int64_t eq_dump_entry_offset(const eq_dump_file *f, int entry)
+{
+    return entry >= 0 && entry < f->datasets.count ? f->datasets.at[entry].stored : -1;
+}
+
 void eq_dump_close(eq_dump_file *f)
 {
     if (f == NULL) return;
     eq_h5_close(&f->file);
-    free(f->datasets.paths);
+    free(f->datasets.at);
     free(f);
 }

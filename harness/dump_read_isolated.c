@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness/dump_read_wire.h"
+#include "harness/file_map.h"
 
 /* ---- the parent ---- */
 
@@ -31,6 +32,11 @@ struct eq_dump_server {
     const char *const *paths;
     read_limits *limits;
     const eq_capture *index;
+    int *file_fd;             /* [n]: each file, opened here to map what it stores as it is (-1: not) */
+    off_t *file_size;         /* [n]: its size when opened */
+    int64_t **stored;         /* [n][its entries]: where the reader found each stored as it is, or -1 */
+    eq_file_map *maps[EQ_DUMP_SLOTS]; /* the slot's reads that are mapped */
+    int n_maps[EQ_DUMP_SLOTS], cap_maps[EQ_DUMP_SLOTS];
     eq_dump_request *pending; /* the batch sent, not yet answered */
     int n_pending;
     int failed; /* a send or wait failed: the reader is gone */
@@ -103,8 +109,9 @@ static int entry_ok(eq_capture_entry *e)
     return 1;
 }
 
-/* The index the child sent, into out; -1 if the message is cut short or malformed. */
-static int get_index(reader *r, uint32_t max_entries, eq_capture *out)
+/* The index the child sent, into out, and where the file stores each entry as it is (*stored,
+ * allocated here); -1 if the message is cut short or malformed. */
+static int get_index(reader *r, uint32_t max_entries, eq_capture *out, int64_t **stored)
 {
     uint32_t count = 0;
     if (get(r, &out->meta, sizeof out->meta) || get_u32(r, &count)) return -1;
@@ -116,6 +123,8 @@ static int get_index(reader *r, uint32_t max_entries, eq_capture *out)
         if (get(r, e, sizeof *e) || !entry_ok(e)) return -1;
         out->count++;
     }
+    if ((*stored = calloc(count > 0 ? count : 1, sizeof **stored)) == NULL) return -1;
+    if (count > 0 && get(r, *stored, count * sizeof **stored)) return -1;
     eq_capture_reindex(out);
     return 0;
 }
@@ -236,20 +245,27 @@ eq_status eq_dump_server_open(const char *const *paths, int n, eq_dump_server **
     if (s == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %d files", n);
     s->fd = s->mem_fd[0] = s->mem_fd[1] = -1;
     s->pid = -1;
-    s->n = n;
+    s->n = 0; /* the files opened here, for the cleanup; n once all are */
     s->paths = paths;
     s->index = index;
     if (n < 1) {
         st = EQ_FAIL(EQ_ERR_INTERNAL, "a reader of no files");
         goto cleanup;
     }
-    if ((s->limits = calloc((size_t)n, sizeof *s->limits)) == NULL) {
+    if ((s->limits = calloc((size_t)n, sizeof *s->limits)) == NULL ||
+        (s->file_fd = malloc((size_t)n * sizeof *s->file_fd)) == NULL ||
+        (s->file_size = calloc((size_t)n, sizeof *s->file_size)) == NULL ||
+        (s->stored = calloc((size_t)n, sizeof *s->stored)) == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %d files", n);
         goto cleanup;
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++, s->n++) {
         off_t size = 0;
         EQ_TRY(check_file(paths[i], &size));
+        /* this process's own view of the file, for the maps: its size now is the bound of any range */
+        struct stat sb;
+        s->file_fd[i] = open(paths[i], O_RDONLY | O_CLOEXEC);
+        if (s->file_fd[i] >= 0 && fstat(s->file_fd[i], &sb) == 0) s->file_size[i] = sb.st_size;
         const double mb = (double)size / (1 << 20);
         /* Reading is linear in a file's datasets, and the densest valid file (scalar datasets, about
          * 400 bytes each) reads at 10 to 30 MB/s here (read_bench): 1 s per MB leaves it ten times
@@ -291,7 +307,7 @@ eq_status eq_dump_server_open(const char *const *paths, int n, eq_dump_server **
         answer a;
         get_answer(&r, &a);
         if (a.complete && a.kind == KIND_INDEX) {
-            if (get_index(&r, s->limits[i].max_entries, &index[i]) == 0) continue;
+            if (get_index(&r, s->limits[i].max_entries, &index[i], &s->stored[i]) == 0) continue;
             a.complete = 0;
             a.timed_out = r.timed_out;
         } else if (a.complete && !a.child_error) {
@@ -333,6 +349,45 @@ eq_status eq_dump_server_reserve(eq_dump_server *s, int slot, size_t bytes)
 
 void *eq_dump_server_buffer(eq_dump_server *s, int slot) { return s->map[slot]; }
 
+/* The tensors from this many bytes on are mapped where they can be. */
+static double map_from_bytes(void) { return env_number(EQ_ENV_READ_MAP_MB, 1.0) * (1 << 20); }
+
+int eq_dump_server_mappable(const eq_dump_server *s, int file, int entry)
+{
+    if (file < 0 || file >= s->n || entry < 0 || entry >= s->index[file].count || s->file_fd[file] < 0) return 0;
+    const eq_tensor *t = &s->index[file].entries[entry].tensor;
+    const int64_t at = s->stored[file][entry];
+    const size_t bytes = eq_tensor_bytes(t);
+    return at >= 0 && bytes > 0 && (double)bytes >= map_from_bytes() && at % (int64_t)eq_dtype_size(t->dtype) == 0 &&
+           (uint64_t)at <= (uint64_t)s->file_size[file] && bytes <= (uint64_t)s->file_size[file] - (uint64_t)at;
+}
+
+void eq_dump_server_release(eq_dump_server *s, int slot)
+{
+    for (int i = 0; i < s->n_maps[slot]; i++) eq_file_map_close(&s->maps[slot][i]);
+    s->n_maps[slot] = 0;
+}
+
+/* Maps request q's stored bytes into its slot's maps; q->data is then the tensor. */
+static eq_status map_read(eq_dump_server *s, eq_dump_request *q, size_t bytes)
+{
+    const int k = q->slot;
+    if (s->n_maps[k] == s->cap_maps[k]) {
+        const int cap = s->cap_maps[k] ? 2 * s->cap_maps[k] : 64;
+        eq_file_map *grown = realloc(s->maps[k], (size_t)cap * sizeof *grown);
+        if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to map %d tensors", cap);
+        s->maps[k] = grown;
+        s->cap_maps[k] = cap;
+    }
+    eq_file_map *m = &s->maps[k][s->n_maps[k]];
+    eq_status st = eq_file_map_open(s->file_fd[q->file], s->paths[q->file], (uint64_t)s->stored[q->file][q->entry],
+                                    bytes, m);
+    if (st != EQ_OK) return st;
+    s->n_maps[k]++;
+    q->data = m->data;
+    return EQ_OK;
+}
+
 eq_status eq_dump_server_send(eq_dump_server *s, eq_dump_request *req, int n)
 {
     if (s->failed || s->n_pending > 0 || n > EQ_DUMP_BATCH_MAX)
@@ -343,8 +398,14 @@ eq_status eq_dump_server_send(eq_dump_server *s, eq_dump_request *req, int n)
             return EQ_FAIL(EQ_ERR_INTERNAL, "a read of entry %d of file %d", q->entry, q->file);
         const size_t bytes = eq_tensor_bytes(&s->index[q->file].entries[q->entry].tensor);
         const size_t at = q->same_as >= 0 ? (size_t)q->same_as : q->offset;
-        if (q->slot < 0 || q->slot >= EQ_DUMP_SLOTS || at > s->map_size[q->slot] || bytes > s->map_size[q->slot] - at)
+        const int in_buffer = !q->map && q->same_as != EQ_DUMP_SAME_AS_MAPPED;
+        if (q->slot < 0 || q->slot >= EQ_DUMP_SLOTS ||
+            (in_buffer && (at > s->map_size[q->slot] || bytes > s->map_size[q->slot] - at)))
             return EQ_FAIL(EQ_ERR_INTERNAL, "a read of %zu bytes at %zu past the shared buffer's end", bytes, at);
+        if ((q->map && (q->same_as != -1 || !eq_dump_server_mappable(s, q->file, q->entry))) ||
+            (q->same_as == EQ_DUMP_SAME_AS_MAPPED && !eq_dump_server_mappable(s, q->same_file, q->same_entry)))
+            return EQ_FAIL(EQ_ERR_INTERNAL, "a map of entry %d of file %d that is not stored as it is", q->entry,
+                           q->file);
         /* what the file's limit allows its reader to map, the shared buffer's share included */
         if ((double)bytes > s->limits[q->file].memory_mb * (1 << 20))
             return EQ_FAIL(EQ_ERR_INPUT, "%s: dataset %s declares %.0f MB, more than reading the file may take (%.0f "
@@ -357,8 +418,9 @@ eq_status eq_dump_server_send(eq_dump_server *s, eq_dump_request *req, int n)
     wire_request *wire = calloc((size_t)(n > 0 ? n : 1), sizeof *wire);
     if (wire == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory for %d requests", n);
     for (int i = 0; i < n; i++)
-        wire[i] = (wire_request){MAGIC, req[i].file, req[i].entry, req[i].offset, req[i].same_as, req[i].slot,
-                                 s->map_size[req[i].slot]};
+        wire[i] = (wire_request){MAGIC,           req[i].file,      req[i].entry, req[i].offset, req[i].same_as,
+                                 req[i].slot,     s->map_size[req[i].slot], req[i].map, req[i].same_file,
+                                 req[i].same_entry};
     const int sent = put(s->fd, wire, (size_t)n * sizeof *wire);
     free(wire);
     if (sent != 0) {
@@ -386,6 +448,9 @@ eq_status eq_dump_server_wait(eq_dump_server *s)
         get_answer(&r, &a);
         if (a.complete && (a.kind == KIND_DONE || a.kind == KIND_SAME || a.kind == KIND_DIFFERS)) {
             req[i].same = a.kind == KIND_SAME;
+            if (!req[i].map) continue;
+            eq_status st = map_read(s, &req[i], bytes);
+            if (st != EQ_OK) return st;
             continue;
         }
         if (a.complete && !a.child_error) a.complete = 0; /* garbled */
@@ -401,7 +466,16 @@ void eq_dump_server_close(eq_dump_server *s)
     for (int k = 0; k < EQ_DUMP_SLOTS; k++) {
         if (s->map[k] != NULL) munmap(s->map[k], s->map_size[k]);
         if (s->mem_fd[k] >= 0) close(s->mem_fd[k]);
+        eq_dump_server_release(s, k);
+        free(s->maps[k]);
     }
+    for (int i = 0; i < s->n; i++) {
+        if (s->file_fd[i] >= 0) close(s->file_fd[i]);
+        free(s->stored[i]);
+    }
+    free(s->file_fd);
+    free(s->file_size);
+    free(s->stored);
     free(s->limits);
     free(s);
 }
@@ -421,9 +495,11 @@ static eq_status read_whole(eq_dump_server *s, int file, const eq_capture *index
     for (int first = 0; first < index->count;) {
         const int n = eq_capture_batch(index, first, BATCH_BYTES, EQ_DUMP_BATCH_MAX);
         size_t bytes = 0;
+        eq_dump_server_release(s, 0);
         for (int k = 0; k < n; k++) {
-            req[k] = (eq_dump_request){file, first + k, bytes, -1, 0, 0};
-            bytes += (eq_tensor_bytes(&index->entries[first + k].tensor) + 63) / 64 * 64;
+            req[k] = (eq_dump_request){.file = file, .entry = first + k, .offset = bytes, .same_as = -1, .same_file = -1,
+                                       .same_entry = -1, .map = eq_dump_server_mappable(s, file, first + k)};
+            if (!req[k].map) bytes += (eq_tensor_bytes(&index->entries[first + k].tensor) + 63) / 64 * 64;
         }
         EQ_TRY(eq_dump_server_reserve(s, 0, bytes > 0 ? bytes : 1));
         EQ_TRY(eq_dump_server_send(s, req, n));
@@ -432,7 +508,8 @@ static eq_status read_whole(eq_dump_server *s, int file, const eq_capture *index
             eq_capture_entry e = index->entries[first + k];
             eq_tensor t;
             EQ_TRY(eq_tensor_init(&t, e.tensor.dtype, e.tensor.ndim, e.tensor.shape));
-            memcpy(t.data, (char *)eq_dump_server_buffer(s, 0) + req[k].offset, eq_tensor_bytes(&t));
+            const void *from = req[k].map ? req[k].data : (char *)eq_dump_server_buffer(s, 0) + req[k].offset;
+            memcpy(t.data, from, eq_tensor_bytes(&t));
             e.tensor = t;
             EQ_TRY(eq_capture_add_entry(out, &e));
         }

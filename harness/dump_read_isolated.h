@@ -39,16 +39,23 @@ typedef struct eq_dump_server eq_dump_server;
  * that fails is the error, named as eq_dump_read_isolated names it. */
 eq_status eq_dump_server_open(const char *const *paths, int n, eq_dump_server **out, eq_capture *index);
 
-/* One read: entry `entry` of file `file` into the shared buffer at byte offset `offset`. With
- * same_as >= 0 the tensor is instead compared bit for bit in the reader with the bytes at that
- * offset (a replica's check, which then costs no memory here) and *same says whether they are
- * equal. */
+/* One read: entry `entry` of file `file` into the shared buffer at byte offset `offset`, or, with
+ * map (an entry eq_dump_server_mappable says yes to), its stored bytes mapped from the file by this
+ * process: no copy, and the reader only starts the file's read ahead; `data` is then the tensor
+ * once the batch is answered. With same_as >= 0 the tensor is instead compared bit
+ * for bit in the reader with the bytes at that offset of the shared buffer, or with
+ * EQ_DUMP_SAME_AS_MAPPED with entry same_entry of file same_file (a copy that was mapped): a
+ * replica's check, which then costs no memory here; *same says whether they are equal. */
+#define EQ_DUMP_SAME_AS_MAPPED (-2)
 typedef struct {
     int file, entry;
     size_t offset;
-    long long same_as; /* -1: read */
-    int same;          /* the answer of a check */
-    int slot;          /* the shared buffer it reads into */
+    long long same_as;   /* -1: read */
+    int same_file, same_entry;
+    int same;            /* the answer of a check */
+    int slot;            /* the shared buffer it reads into, and the slot its map belongs to */
+    int map;
+    const void *data;    /* a mapped read's tensor, once answered */
 } eq_dump_request;
 
 /* Two shared buffers (slots), so that the reader can fill one while this process reads the other. */
@@ -58,6 +65,13 @@ typedef struct {
 eq_status eq_dump_server_reserve(eq_dump_server *s, int slot, size_t bytes);
 /* Shared buffer `slot` (NULL before its first reserve). */
 void *eq_dump_server_buffer(eq_dump_server *s, int slot);
+/* Whether entry `entry` of file `file` may be read with map: the reader found it stored as the
+ * tensor's own bytes (eq_dump_entry_offset) within the file, at the element's alignment, and it
+ * holds at least EQUIV_READ_MAP_MB (default 1 MB; harness/base/env.h). */
+int eq_dump_server_mappable(const eq_dump_server *s, int file, int entry);
+/* Unmaps the maps of slot `slot`'s reads (their data pointers are then stale), as reserving the
+ * slot again ends what its buffer held. */
+void eq_dump_server_release(eq_dump_server *s, int slot);
 
 /* Sends n <= EQ_DUMP_BATCH_MAX requests (the buffer must hold every offset + the entry's bytes),
  * answered in order by eq_dump_server_wait; the reader works on them while this process goes on.

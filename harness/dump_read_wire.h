@@ -14,11 +14,13 @@
 
 /* The conversation, over one socket (send with MSG_NOSIGNAL: a dead reader is an error, not a
  * SIGPIPE):
- *   the child, first, per file:  MAGIC, KIND_INDEX, eq_run_meta, count, entries (data meaningless)
+ *   the child, first, per file:  MAGIC, KIND_INDEX, eq_run_meta, count, entries (data meaningless),
+ *                                count int64 stored offsets (eq_dump_entry_offset)
  *                                or MAGIC, KIND_ERROR, status, message, place (and it ends)
  *   then per request:            the parent's wire_request; the child's MAGIC, KIND_DONE or
  *                                KIND_SAME or KIND_DIFFERS, or KIND_ERROR as above
- * The tensors themselves go through the shared buffer, a memfd both map. */
+ * The tensors themselves go through the shared buffer, a memfd both map, or (map) the parent maps
+ * their stored bytes from the file itself, and the child only starts the file's read ahead. */
 enum { MAGIC = 0x65717276 /* "eqrv" */, KIND_ERROR = 1, KIND_INDEX = 2, KIND_DONE = 3, KIND_SAME = 4, KIND_DIFFERS = 5 };
 /* Entries the child may announce for a file: a dataset takes at least 64 bytes of a valid file
  * (its object header and its link), so more is a garbled message, not a file. */
@@ -31,6 +33,8 @@ typedef struct {
     int64_t same_as;   /* -1: read into offset; else compare with the bytes there */
     int32_t slot;      /* which of the two shared buffers */
     uint64_t map_size; /* that buffer's size now */
+    int32_t map;       /* 1: the parent maps this read (its stored offset): read ahead, reply KIND_DONE */
+    int32_t same_file, same_entry; /* same_as == EQ_DUMP_SAME_AS_MAPPED: the kept copy, mapped there */
 } wire_request;
 
 /* The limits of one file: wall-clock seconds for its index (the parent's deadline; the child's CPU

@@ -14,6 +14,7 @@
 
 #include "harness/dump.h"
 #include "harness/dump_read_wire.h"
+#include "harness/file_map.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -34,13 +35,17 @@ static void send_error(int fd, eq_status st)
     put_text(fd, eq_error_where());
 }
 
-static int send_index(int fd, const eq_capture *cap)
+static int send_index(int fd, const eq_capture *cap, const eq_dump_file *file)
 {
     if (put_u32(fd, MAGIC) || put_u32(fd, KIND_INDEX) || put(fd, &cap->meta, sizeof cap->meta) ||
         put_u32(fd, (uint32_t)cap->count))
         return -1;
     for (int i = 0; i < cap->count; i++)
         if (put(fd, &cap->entries[i], sizeof cap->entries[i])) return -1;
+    for (int i = 0; i < cap->count; i++) {
+        const int64_t stored = eq_dump_entry_offset(file, i);
+        if (put(fd, &stored, sizeof stored)) return -1;
+    }
     return 0;
 }
 
@@ -82,11 +87,68 @@ static void limit_to(double timeout_s, double memory_mb)
 /* The child's side of a request; 0 to go on, -1 to end. */
 typedef struct {
     int fd, mem_fd[EQ_DUMP_SLOTS];
+    const int *file_fd; /* [n]: each file opened for its stored bytes (-1: not) */
+    const char *const *paths;
     char *map[EQ_DUMP_SLOTS];
     size_t map_size[EQ_DUMP_SLOTS];
     void *scratch; /* a replica's bytes, for a check */
     size_t scratch_size;
 } child_state;
+
+/* The stored bytes of entry `entry` of file `file` mapped (eq_dump_entry_offset), into *m; -1 where
+ * the file does not store them as they are. */
+static int map_stored(const child_state *c, eq_dump_file **files, int file, int entry, size_t bytes, eq_file_map *m)
+{
+    const int64_t at = eq_dump_entry_offset(files[file], entry);
+    if (at < 0 || c->file_fd[file] < 0) return -1;
+    return eq_file_map_open(c->file_fd[file], c->paths[file], (uint64_t)at, bytes, m) == EQ_OK ? 0 : -1;
+}
+
+/* A read the parent maps: the file's read ahead of it started (the parent then finds the pages
+ * read or coming); or a replica compared with a kept copy the parent mapped, both from the file. */
+static int serve_stored(child_state *c, const wire_request *q, eq_dump_file **files, const eq_capture *index,
+                        int n, size_t bytes)
+{
+    if (q->map) {
+        const int64_t at = eq_dump_entry_offset(files[q->file], q->entry);
+        if (at < 0 || c->file_fd[q->file] < 0) return -1;
+        posix_fadvise(c->file_fd[q->file], (off_t)at, (off_t)bytes, POSIX_FADV_WILLNEED);
+        return put_u32(c->fd, MAGIC) || put_u32(c->fd, KIND_DONE) ? -1 : 0;
+    }
+    if (q->same_file < 0 || q->same_file >= n || q->same_entry < 0 || q->same_entry >= index[q->same_file].count ||
+        eq_tensor_bytes(&index[q->same_file].entries[q->same_entry].tensor) != bytes)
+        return -1;
+    eq_file_map kept, replica;
+    memset(&replica, 0, sizeof replica);
+    if (map_stored(c, files, q->same_file, q->same_entry, bytes, &kept)) return -1;
+    const void *theirs = NULL;
+    if (map_stored(c, files, q->file, q->entry, bytes, &replica) == 0) {
+        theirs = replica.data;
+    } else {
+        if (bytes > c->scratch_size) {
+            free(c->scratch);
+            c->scratch_size = 0;
+            if ((c->scratch = malloc(bytes)) == NULL) {
+                eq_file_map_close(&kept);
+                send_error(c->fd, EQ_FAIL(EQ_ERR_NOMEM, "no memory for %zu bytes", bytes));
+                return -1;
+            }
+            c->scratch_size = bytes;
+        }
+        eq_status st = eq_dump_read_entry(files[q->file], q->entry, &index[q->file].entries[q->entry].tensor,
+                                          c->scratch);
+        if (st != EQ_OK) {
+            eq_file_map_close(&kept);
+            send_error(c->fd, st);
+            return -1;
+        }
+        theirs = c->scratch;
+    }
+    const uint32_t kind = memcmp(kept.data, theirs, bytes) == 0 ? KIND_SAME : KIND_DIFFERS;
+    eq_file_map_close(&replica);
+    eq_file_map_close(&kept);
+    return put_u32(c->fd, MAGIC) || put_u32(c->fd, kind) ? -1 : 0;
+}
 
 static int serve(child_state *c, const wire_request *q, eq_dump_file **files, const eq_capture *index, int n,
                  const read_limits *limits)
@@ -97,6 +159,10 @@ static int serve(child_state *c, const wire_request *q, eq_dump_file **files, co
     const eq_tensor *shape = &index[q->file].entries[q->entry].tensor;
     const size_t bytes = eq_tensor_bytes(shape);
     const int k = q->slot;
+    if (q->map || q->same_as == EQ_DUMP_SAME_AS_MAPPED) {
+        limit_to(tensor_timeout(bytes), limits[q->file].memory_mb);
+        return serve_stored(c, q, files, index, n, bytes);
+    }
     if (q->map_size != c->map_size[k]) { /* the parent grew the buffer */
         if (c->map[k] != NULL) munmap(c->map[k], c->map_size[k]);
         c->map[k] = mmap(NULL, q->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, c->mem_fd[k], 0);
@@ -173,9 +239,12 @@ _Noreturn void eq_dump_reader_main(int fd, const int *mem_fd, const char *const 
             send_error(fd, st);
             _exit(0);
         }
-        if (send_index(fd, &index[i])) _exit(0);
+        if (send_index(fd, &index[i], files[i])) _exit(0);
     }
-    child_state c = {fd, {mem_fd[0], mem_fd[1]}, {NULL, NULL}, {0, 0}, NULL, 0};
+    int *file_fd = calloc((size_t)n, sizeof *file_fd);
+    if (file_fd == NULL) _exit(0);
+    for (int i = 0; i < n; i++) file_fd[i] = open(paths[i], O_RDONLY | O_CLOEXEC);
+    child_state c = {fd, {mem_fd[0], mem_fd[1]}, file_fd, paths, {NULL, NULL}, {0, 0}, NULL, 0};
     for (;;) {
         wire_request q;
         size_t got = 0;

@@ -87,6 +87,7 @@ static eq_dump_request *add_request(eq_run_stream *s)
     eq_dump_request *q = &s->req[s->n_req++];
     memset(q, 0, sizeof *q);
     q->same_as = -1;
+    q->same_file = q->same_entry = -1;
     q->slot = s->slot;
     return q;
 }
@@ -100,6 +101,16 @@ static int entry_of(const eq_capture *file, const char *path)
 static size_t entry_bytes(const eq_run_stream *s, const eq_dump_request *q)
 {
     return eq_tensor_bytes(&s->index[q->file].entries[q->entry].tensor);
+}
+
+/* A read q: mapped from its file where the reader found it stored as it is, else into the shared
+ * buffer after the batch's reads so far. */
+static void place_read(eq_run_stream *s, eq_dump_request *q)
+{
+    q->map = eq_dump_server_mappable(s->server, q->file, q->entry);
+    if (q->map) return;
+    q->offset = s->bytes;
+    s->bytes += aligned(entry_bytes(s, q));
 }
 
 /* Queues the reads (and replica checks) of path, the batch's k-th. */
@@ -120,11 +131,17 @@ static eq_status plan_path(eq_run_stream *s, int k, const char *path, int *first
         q->file = r;
         q->entry = entry_of(&s->index[r], path);
         const size_t bytes = entry_bytes(s, q);
-        if (firsts[r] == r || bytes == 0) { /* the copy that is kept */
-            q->offset = s->bytes;
-            s->bytes += aligned(bytes);
+        if (firsts[r] == r || bytes == 0) { /* the copy that is kept: mapped from its file, or read */
+            place_read(s, q);
         } else { /* a replica, compared in the reader with the copy that is kept */
-            q->same_as = (long long)s->req[at[firsts[r]]].offset;
+            const eq_dump_request *kept = &s->req[at[firsts[r]]];
+            if (kept->map) {
+                q->same_as = EQ_DUMP_SAME_AS_MAPPED;
+                q->same_file = kept->file;
+                q->same_entry = kept->entry;
+            } else {
+                q->same_as = (long long)kept->offset;
+            }
         }
         at[r] = s->n_req - 1;
     }
@@ -146,6 +163,7 @@ eq_status eq_run_stream_send(eq_run_stream *s, const char *const *paths, int n)
     s->n_want = s->n_req = s->sent = 0;
     s->bytes = 0;
     s->slot = (s->slot + 1) % EQ_DUMP_SLOTS; /* the last batch's stays where it is */
+    eq_dump_server_release(s->server, s->slot); /* the maps of the batch before it */
     if (firsts == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %d tensors", n);
     if (n > s->cap_want) {
         char(*want)[EQ_NAME_MAX] = realloc(s->want, (size_t)n * sizeof *want);
@@ -182,14 +200,14 @@ static eq_status read_differing(eq_run_stream *s)
     for (int k = 0; k < s->n_want; k++) {
         int *at = &s->at[(size_t)k * (size_t)s->n], read = 0;
         for (int r = 0; r < s->n; r++) {
-            if (at[r] < 0 || s->req[at[r]].same_as < 0 || s->req[at[r]].same) continue;
+            if (at[r] < 0 || s->req[at[r]].same_as == -1 || s->req[at[r]].same) continue;
             if (read == MAX_DIFFERING) continue;
             eq_dump_request *q = add_request(s);
             if (q == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to read %s", s->want[k]);
             *q = s->req[at[r]];
             q->same_as = -1;
-            q->offset = s->bytes;
-            s->bytes += aligned(entry_bytes(s, q));
+            q->same_file = q->same_entry = -1;
+            place_read(s, q);
             at[r] = s->n_req - 1;
             read++;
         }
@@ -203,8 +221,16 @@ static eq_status read_differing(eq_run_stream *s)
     return st;
 }
 
-/* Rank r's capture of the batch's k-th tensor: its entry with its data in the shared buffer, none
- * for a replica found the same (assembly then skips it), no entry where r does not hold it. */
+/* The tensor of answered read q: mapped, or in the shared buffer (buffer, its address now). Mapped
+ * bytes are read-only: the batch's tensors are borrowed, never written. */
+static void *tensor_of(const eq_dump_request *q, char *buffer)
+{
+    return q->map ? (void *)q->data : buffer + q->offset;
+}
+
+/* Rank r's capture of the batch's k-th tensor: its entry with its data (in the shared buffer, or
+ * mapped), none for a replica found the same (assembly then skips it), no entry where r does not
+ * hold it. */
 static void mini_of(eq_run_stream *s, int k, int r, char *buffer)
 {
     eq_capture *m = &s->minis[r];
@@ -217,7 +243,7 @@ static void mini_of(eq_run_stream *s, int k, int r, char *buffer)
     const eq_dump_request *q = &s->req[at];
     s->slots[r] = s->index[r].entries[q->entry];
     s->slots[r].borrowed = 1;
-    s->slots[r].tensor.data = q->same_as >= 0 ? NULL : buffer + q->offset;
+    s->slots[r].tensor.data = q->same_as != -1 ? NULL : tensor_of(q, buffer);
     m->count = 1;
 }
 
@@ -232,13 +258,13 @@ eq_status eq_run_stream_receive(eq_run_stream *s, eq_capture *out)
         EQ_TRY(eq_dump_server_wait(s->server));
     }
     EQ_TRY(read_differing(s));
-    char *buffer = eq_dump_server_buffer(s->server, s->slot);
+    char *buffer = eq_dump_server_buffer(s->server, s->slot); /* where it is now: read_differing may move it */
     for (int k = 0; k < s->n_want; k++) {
         if (!s->assemble) {
             const eq_dump_request *q = &s->req[s->at[(size_t)k * (size_t)s->n]];
             eq_capture_entry e = s->index[0].entries[q->entry];
             e.borrowed = 1;
-            e.tensor.data = buffer + q->offset;
+            e.tensor.data = tensor_of(q, buffer);
             EQ_TRY(eq_capture_add_entry(out, &e));
             continue;
         }

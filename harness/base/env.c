@@ -20,6 +20,7 @@ static const struct {
     [EQ_ENV_THREADS] = {"EQUIV_THREADS", KIND_INTEGER, 1, 1024, 0, {NULL}, "an integer in 1..1024"},
     [EQ_ENV_READ_TIMEOUT_S] = {"EQUIV_READ_TIMEOUT_S", KIND_REAL, 0, 1e9, 1, {NULL}, "a number of seconds > 0"},
     [EQ_ENV_READ_MEMORY_MB] = {"EQUIV_READ_MEMORY_MB", KIND_REAL, 0, 1e9, 1, {NULL}, "a number of megabytes > 0"},
+    [EQ_ENV_READ_MAP_MB] = {"EQUIV_READ_MAP_MB", KIND_REAL, 0, 1e9, 0, {NULL}, "a number of megabytes >= 0"},
     [EQ_ENV_PROGRESS_AFTER_S] = {"EQUIV_PROGRESS_AFTER_S", KIND_REAL, 0, 1e9, 0, {NULL}, "a number of seconds >= 0"},
     [EQ_ENV_CPU_GEMM] = {"EQUIV_CPU_GEMM", KIND_WORD, 0, 0, 0, {"ordered", "blas", "padded", NULL},
                          "one of ordered, blas, padded"},

@@ -6,6 +6,8 @@
  *   EQUIV_THREADS           workers of equiv's own threads, an integer in 1..1024 (harness/base/parallel.h)
  *   EQUIV_READ_TIMEOUT_S    seconds > 0 per file read (harness/dump_read_isolated.h)
  *   EQUIV_READ_MEMORY_MB    megabytes > 0 the isolated reader may map (harness/dump_read_isolated.h)
+ *   EQUIV_READ_MAP_MB       megabytes >= 0 from which a tensor stored as it is, is mapped from its
+ *                           file rather than read (default 1; harness/dump_read_isolated.h)
  *   EQUIV_PROGRESS_AFTER_S  seconds >= 0 before progress shows (harness/progress.h)
  *   EQUIV_CPU_GEMM          ordered, blas or padded: the CPU GEMM kernel forced (models/backend_cpu.c)
  *   SOURCE_DATE_EPOCH       the time dumps record, seconds since 1970 in 0..253402300799 (up to
@@ -24,6 +26,7 @@ typedef enum {
     EQ_ENV_THREADS,
     EQ_ENV_READ_TIMEOUT_S,
     EQ_ENV_READ_MEMORY_MB,
+    EQ_ENV_READ_MAP_MB,
     EQ_ENV_PROGRESS_AFTER_S,
     EQ_ENV_CPU_GEMM,
     EQ_ENV_SOURCE_DATE_EPOCH,
