@@ -112,7 +112,12 @@ static int serve_stored(child_state *c, const wire_request *q, eq_dump_file **fi
     if (q->map) {
         const int64_t at = eq_dump_entry_offset(files[q->file], q->entry);
         if (at < 0 || c->file_fd[q->file] < 0) return -1;
-        posix_fadvise(c->file_fd[q->file], (off_t)at, (off_t)bytes, POSIX_FADV_WILLNEED);
+        /* the kernel reads ahead at most its read-ahead window per call (8 MiB here): a call per
+         * piece starts the whole tensor's read, none of them waits for it */
+        const size_t piece = (size_t)4 << 20;
+        for (size_t done = 0; done < bytes; done += piece)
+            posix_fadvise(c->file_fd[q->file], (off_t)((size_t)at + done), (off_t)(bytes - done < piece ? bytes - done : piece),
+                          POSIX_FADV_WILLNEED);
         return put_u32(c->fd, MAGIC) || put_u32(c->fd, KIND_DONE) ? -1 : 0;
     }
     if (q->same_file < 0 || q->same_file >= n || q->same_entry < 0 || q->same_entry >= index[q->same_file].count ||
