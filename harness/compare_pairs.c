@@ -66,13 +66,15 @@ typedef struct {
 } pair_constants;
 
 /* The per-element sums, counts and maxima of a finite block, in lanes (counts: each true
- * comparison is -1). */
+ * comparison is -1). The sum of r^2 is pass 1's (the same lanes); where the max |d| lies is found
+ * once the blocks are combined, in the one block that holds it (find_argmax). */
 typedef struct {
-    lanes_d sum_abs, sum_d2, sum_r2, sum_t2, sum_tr, ratio_sum, max_abs, max_ulp, max_tol;
+    lanes_d sum_abs, sum_d2, sum_t2, sum_tr, ratio_sum, max_abs, max_ulp, max_tol;
     lanes_i n_ratio, n_under, n_outside, above[EQ_N_THRESHOLDS];
-    lanes_i at_max; /* per lane, the first index of its max |d| */
-    lanes_i index;  /* the indices of the lanes' elements now */
 } pair_lanes;
+
+/* A finite block's max |d| > 0 whose first index is not sought until the blocks are combined. */
+#define ARGMAX_TO_FIND (-2)
 
 /* One group of LANES pairs r = x, t = y into the lanes; |d| stored at d. ULPs: |d| over the
  * spacing at max(|r|, floor), whose exponent is max(the exponent of |r|, that of the floor, emin)
@@ -88,17 +90,13 @@ static inline __attribute__((always_inline)) void pair_step(pair_lanes *a, const
     memcpy(d, &dd, sizeof dd);
     a->sum_abs += dd;
     a->sum_d2 += dd * dd;
-    a->sum_r2 += x * x;
     a->sum_t2 += y * y;
     a->sum_tr += y * x;
     const lanes_i counted = ax >= c->counted_from;
     a->ratio_sum += lanes_select(counted, y / x, zero);
     a->n_ratio += counted;
     a->n_under += (lanes_i)dd < c->window_lo;
-    const lanes_i larger = dd > a->max_abs;
-    a->max_abs = lanes_select(larger, dd, a->max_abs);
-    a->at_max = (a->at_max & ~larger) | (a->index & larger);
-    a->index += LANES;
+    a->max_abs = lanes_select(dd > a->max_abs, dd, a->max_abs);
     lanes_i e = (lanes_i)((lanes_u)ax >> 52);
     const lanes_i above_floor = e > c->exponent_floor;
     e = (e & above_floor) | (c->exponent_floor & ~above_floor);
@@ -180,13 +178,14 @@ static inline __attribute__((always_inline)) int64_t pair_groups_of(const eq_pai
 STATS_WIDE static void finite_pair_block(const eq_pairs_job *j, const pair_constants *c, eq_pair_block *out,
                                          int64_t *histogram, double *d, int64_t begin, int64_t len, int64_t n_zero)
 {
-    pair_lanes acc = {.at_max = {0, 1, 2, 3}, .index = {0, 1, 2, 3}};
+    pair_lanes acc;
+    memset(&acc, 0, sizeof acc);
     const int64_t padding = pair_groups_of(j, c, begin, len, d, &acc);
     out->n_finite = len;
     out->n_zero = n_zero;
     out->sum_abs = lanes_total(acc.sum_abs);
     out->sum_d2 = lanes_total(acc.sum_d2);
-    out->sum_r2 = lanes_total(acc.sum_r2);
+    out->sum_r2 = j->ref_sum_sq[begin / BLOCK];
     out->sum_t2 = lanes_total(acc.sum_t2);
     out->sum_tr = lanes_total(acc.sum_tr);
     out->ratio_sum = lanes_total(acc.ratio_sum);
@@ -202,13 +201,7 @@ STATS_WIDE static void finite_pair_block(const eq_pairs_job *j, const pair_const
         const double largest = tolerance_ratio(j, 0.0, out->max_abs);
         out->max_tol_ratio = largest > out->max_tol_ratio ? largest : out->max_tol_ratio;
     }
-    if (out->max_abs > 0.0) { /* the first index among the lanes that hold the max */
-        int64_t first = len;
-        for (int k = 0; k < LANES; k++)
-            if (acc.max_abs[k] == out->max_abs && acc.at_max[k] < first) first = acc.at_max[k];
-        out->argmax = begin + first;
-        out->ulp_at_max = ulps_of(j, eq_tensor_get(j->ref, begin + first), d[first]);
-    }
+    if (out->max_abs > 0.0) out->argmax = ARGMAX_TO_FIND;
     if (histogram != NULL)
         for (int64_t i = 0; i < len; i++)
             histogram[(i % HISTOGRAM_COPIES) * N_BINS + (int64_t)(double_bits(d[i]) >> BIN_SHIFT)]++;
@@ -288,9 +281,11 @@ STATS_WIDE static void pairs_range(void *ctx, int slot, int64_t begin, int64_t e
     }
 }
 
-/* The blocks in block order into one (the max: the first block's, so the first index). */
-static void combine_pairs(const eq_pair_block *blocks, int64_t nb, eq_pair_block *t)
+/* The blocks in block order into one (the max: the first block's, so the first index; *max_block
+ * the block that holds it, or -1). */
+static void combine_pairs(const eq_pair_block *blocks, int64_t nb, eq_pair_block *t, int64_t *max_block)
 {
+    *max_block = -1;
     memset(t, 0, sizeof *t);
     t->argmax = -1;
     for (int64_t b = 0; b < nb; b++) {
@@ -315,15 +310,32 @@ static void combine_pairs(const eq_pair_block *blocks, int64_t nb, eq_pair_block
             t->max_abs = p->max_abs;
             t->argmax = p->argmax;
             t->ulp_at_max = p->ulp_at_max;
+            *max_block = b;
         }
         if (p->max_ulp > t->max_ulp) t->max_ulp = p->max_ulp;
         if (p->max_tol_ratio > t->max_tol_ratio) t->max_tol_ratio = p->max_tol_ratio;
     }
 }
 
+/* The first index in finite block b of its max |d| (a pair of finite values whose |t - r| is it,
+ * as the block's loop computed it), and the ULPs there, into t. */
+static void find_argmax(const eq_pairs_job *j, int64_t b, eq_pair_block *t)
+{
+    const int64_t at = b * BLOCK, len = block_len(eq_tensor_numel(j->ref), b);
+    for (int64_t i = 0; i < len; i++) {
+        const double r = eq_tensor_get(j->ref, at + i), d = fabs(eq_tensor_get(j->test, at + i) - r);
+        if (d != t->max_abs) continue;
+        t->argmax = at + i;
+        t->ulp_at_max = ulps_of(j, r, d);
+        return;
+    }
+}
+
 void eq_pairs_pass(const eq_pairs_job *job, eq_pair_block *total)
 {
     const int64_t nb = block_count(eq_tensor_numel(job->ref));
+    int64_t max_block;
     eq_parallel_for_slots(nb, EQ_STATS_BLOCKS_PER_RANGE, pairs_range, (void *)job);
-    combine_pairs(job->blocks, nb, total);
+    combine_pairs(job->blocks, nb, total, &max_block);
+    if (total->argmax == ARGMAX_TO_FIND) find_argmax(job, max_block, total);
 }

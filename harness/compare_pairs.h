@@ -27,6 +27,8 @@ typedef struct {
     const eq_tensor *ref, *test;
     double ref_rms, floor_scale, atol, rtol;
     int significand_bits, min_exponent; /* of the dtype ULPs are counted in */
+    const double *ref_sum_sq;           /* [block_count(numel)]: pass 1's sum of r^2 per block, in the lanes of
+                                         * pass 2's (a finite block's sum_r2) */
     eq_pair_block *blocks;                 /* [block_count(numel)] */
     int64_t *histograms;                /* [workers][HISTOGRAM_SIZE] counts, or NULL */
     eq_median_guess *guess;             /* a window: gathers the |d| in it, or NULL */

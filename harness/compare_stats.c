@@ -281,15 +281,17 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
     eq_status st = EQ_OK;
     const int64_t n = eq_tensor_numel(ref), nb = block_count(n);
     value_block *values = calloc((size_t)(nb > 0 ? nb : 1), sizeof *values);
+    double *ref_sum_sq = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *ref_sum_sq);
     eq_pair_block *pairs = NULL;
     int64_t *histograms = NULL;
     eq_median_guess guess = {.kind = EQ_GUESS_NONE, .values = NULL, .fine = NULL};
-    if (values == NULL) {
+    if (values == NULL || ref_sum_sq == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " block statistics", nb);
         goto cleanup;
     }
     value_totals rt;
     value_pass(ref, shortcut ? test : NULL, values, &rt);
+    for (int64_t b = 0; b < nb; b++) ref_sum_sq[b] = values[b].sum_sq; /* pass 2's sum r^2 per finite block */
     const double ref_rms = rt.n_finite > 0 ? sqrt(rt.sum_sq / (double)rt.n_finite) : 0.0;
     out->nan_ref = rt.nan;
     out->inf_ref = rt.inf;
@@ -323,7 +325,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
     }
     const double atol = tol->atol_scale == EQ_ATOL_REF_RMS ? tol->atol * ref_rms : tol->atol; /* in units of rms(ref) */
     eq_pairs_job job = {ref, test, ref_rms, floor_scale, atol, tol->rtol, significand_bits(out->dtype),
-                     out->dtype == EQ_FP64 ? -1022 : -126, pairs, histograms,
+                     out->dtype == EQ_FP64 ? -1022 : -126, ref_sum_sq, pairs, histograms,
                      guess.kind == EQ_GUESS_WINDOW ? &guess : NULL, (int64_t)guess.lo};
     eq_pair_block p;
     eq_pairs_pass(&job, &p);
@@ -357,6 +359,7 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
 cleanup:
     eq_median_guess_end(&guess);
     free(values);
+    free(ref_sum_sq);
     free(pairs);
     free(histograms);
     return st;

@@ -330,25 +330,29 @@ static void test_overflowing_block(void)
     eq_tensor_free(&ref), eq_tensor_free(&test);
 }
 
-/* The first index of the max |d| when it occurs in several blocks, and mean |d| against an
- * independent long double sum. */
+/* The first index of the max |d| when it occurs in several blocks, and mean |d|, rel_fro, cosine
+ * and ls_scale against independent long double sums (each block's sum of r^2 comes from pass 1). */
 static void test_large_argmax_and_sums(void)
 {
     eq_tensor ref, test;
     make_large_pair(&ref, &test, 17);
     const int64_t at[3] = {250001, 70000, 299999}; /* the same largest |d| at three places */
     for (int k = 0; k < 3; k++) eq_tensor_set(&ref, at[k], 1.0), eq_tensor_set(&test, at[k], 17.0); /* bf16 numbers */
-    long double sum_abs = 0.0L;
+    long double sum_abs = 0.0L, rr = 0.0L, tt = 0.0L, tr = 0.0L, dd = 0.0L;
     double max_abs = 0.0;
     for (int64_t i = 0; i < LARGE_N; i++) {
-        const double d = fabs(eq_tensor_get(&test, i) - eq_tensor_get(&ref, i));
+        const double r = eq_tensor_get(&ref, i), t = eq_tensor_get(&test, i), d = fabs(t - r);
         sum_abs += d;
         max_abs = d > max_abs ? d : max_abs;
+        rr += (long double)r * r, tt += (long double)t * t, tr += (long double)t * r, dd += (long double)d * d;
     }
     eq_metrics m = compare(&ref, &test, &tol_bf16);
     EQ_EXPECT(m.argmax == 70000 && m.max_abs == 16.0 && max_abs == 16.0, "max %g at %lld, want 16 first at 70000",
               m.max_abs, (long long)m.argmax);
     EXPECT_NEAR(m.mean_abs, (double)(sum_abs / LARGE_N), 1e-13);
+    EXPECT_NEAR(m.rel_fro, (double)(sqrtl(dd) / sqrtl(rr)), 1e-13);
+    EXPECT_NEAR(m.cosine, (double)(tr / (sqrtl(rr) * sqrtl(tt))), 1e-13);
+    EXPECT_NEAR(m.ls_scale, (double)(tr / rr), 1e-13);
     eq_tensor_free(&ref), eq_tensor_free(&test);
 }
 
