@@ -98,16 +98,49 @@ static inline __attribute__((always_inline)) bits_scan scan_bits(const eq_tensor
 
 static inline lanes_d lanes_abs(lanes_d x) { return (lanes_d)((lanes_i)x & INT64_MAX); }
 
-/* Lane by lane: yes where mask is -1, no where it is 0. */
-static inline lanes_d lanes_select(lanes_i mask, lanes_d yes, lanes_d no)
-{
-    return (lanes_d)(((lanes_i)yes & mask) | ((lanes_i)no & ~mask));
-}
-
 /* The lanes summed in one fixed order. */
 static inline double lanes_total(lanes_d lane)
 {
     return (lane[0] + lane[1]) + (lane[2] + lane[3]);
+}
+
+/* The squared deviations about `mean` of a finite block (begin, len) of storage `data` (dtype dt),
+ * in lanes, its tail lane by lane: pass 2 sums the same in its loop over the block's pairs
+ * (pair_step), and this is that sum where pass 2 does not read the block in lanes. */
+static inline __attribute__((always_inline)) double block_m2(const void *data, eq_dtype dt, int64_t begin, int64_t len,
+                                                             double mean)
+{
+    const lanes_d m = (lanes_d){0} + mean;
+    lanes_d m2 = {0};
+    int64_t i = 0;
+    for (; i + LANES <= len; i += LANES) {
+        const lanes_d dev = eq_load_widened4(data, dt, begin + i) - m;
+        m2 += dev * dev;
+    }
+    for (int k = 0; i < len; i++, k++) {
+        const double dev = eq_buffer_get(dt, data, begin + i) - mean;
+        m2[k] += dev * dev;
+    }
+    return lanes_total(m2);
+}
+
+/* block_m2 of tensor t, compiled for each dtype. */
+static inline __attribute__((always_inline)) double block_m2_of(const eq_tensor *t, int64_t begin, int64_t len,
+                                                                double mean)
+{
+    switch (t->dtype) {
+    case EQ_BF16: return block_m2(t->data, EQ_BF16, begin, len, mean);
+    case EQ_FP32: return block_m2(t->data, EQ_FP32, begin, len, mean);
+    case EQ_FP64: break;
+    }
+    return block_m2(t->data, EQ_FP64, begin, len, mean);
+}
+
+
+/* Lane by lane: yes where mask is -1, no where it is 0. */
+static inline lanes_d lanes_select(lanes_i mask, lanes_d yes, lanes_d no)
+{
+    return (lanes_d)(((lanes_i)yes & mask) | ((lanes_i)no & ~mask));
 }
 
 static inline double lanes_max(lanes_d lane)

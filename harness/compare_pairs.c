@@ -70,6 +70,7 @@ typedef struct {
  * once the blocks are combined, in the one block that holds it (find_argmax). */
 typedef struct {
     lanes_d sum_abs, sum_d2, sum_t2, sum_tr, ratio_sum, max_abs, max_ulp, max_tol;
+    lanes_d m2; /* the reference's squared deviations about its block's mean (block_m2's lanes) */
     lanes_i n_ratio, n_under, n_outside, above[EQ_N_THRESHOLDS];
 } pair_lanes;
 
@@ -83,10 +84,11 @@ typedef struct {
  * a bound of atol alone (constant_bound) the largest |d| / bound is the largest |d|'s, division
  * being monotone, taken once after. */
 static inline __attribute__((always_inline)) void pair_step(pair_lanes *a, const pair_constants *c, lanes_d x,
-                                                            lanes_d y, double *d, const int reciprocal,
+                                                            lanes_d y, lanes_d mean, double *d, const int reciprocal,
                                                             const int constant_bound)
 {
-    const lanes_d zero = {0}, dd = lanes_abs(y - x), ax = lanes_abs(x);
+    const lanes_d zero = {0}, dd = lanes_abs(y - x), ax = lanes_abs(x), dev = x - mean;
+    a->m2 += dev * dev;
     memcpy(d, &dd, sizeof dd);
     a->sum_abs += dd;
     a->sum_d2 += dd * dd;
@@ -125,19 +127,21 @@ static inline __attribute__((always_inline)) void pair_step(pair_lanes *a, const
 }
 
 /* The groups of a finite block (begin, len) read straight from both tensors' storage, its tail
- * padded with pairs of zeros (which add +0 to the sums and count nowhere but under the window);
- * returns the padding. Compiled once per dtype and case. */
+ * padded with pairs of zeros (which add +0 to the sums and count nowhere but under the window;
+ * the reference's squared deviations about `mean` take the tail's own pairs, lane by lane, as
+ * block_m2 does); returns the padding. Compiled once per dtype and case. */
 static inline __attribute__((always_inline)) int64_t pair_groups(const eq_pairs_job *j, const pair_constants *c,
-                                                                 eq_dtype dt, int64_t begin, int64_t len, double *d,
-                                                                 const int reciprocal, const int constant_bound,
-                                                                 pair_lanes *a)
+                                                                 eq_dtype dt, int64_t begin, int64_t len, double mean,
+                                                                 double *d, const int reciprocal,
+                                                                 const int constant_bound, pair_lanes *a)
 {
+    const lanes_d m = (lanes_d){0} + mean;
     const void *r = j->ref->data, *t = j->test->data;
     const pair_constants k = *c; /* a copy of its own: no store to d can change it */
     pair_lanes acc = *a;
     int64_t i = 0;
     for (; i + LANES <= len; i += LANES)
-        pair_step(&acc, &k, eq_load_widened4(r, dt, begin + i), eq_load_widened4(t, dt, begin + i), d + i,
+        pair_step(&acc, &k, eq_load_widened4(r, dt, begin + i), eq_load_widened4(t, dt, begin + i), m, d + i,
                   reciprocal, constant_bound);
     *a = acc;
     if (i == len) return 0;
@@ -146,22 +150,25 @@ static inline __attribute__((always_inline)) int64_t pair_groups(const eq_pairs_
         x[e] = eq_buffer_get(dt, r, begin + i + e);
         y[e] = eq_buffer_get(dt, t, begin + i + e);
     }
-    pair_step(a, &k, x, y, (double *)&tail_d, reciprocal, constant_bound);
+    const lanes_d m2 = a->m2;
+    pair_step(a, &k, x, y, m, (double *)&tail_d, reciprocal, constant_bound);
     memcpy(d + i, &tail_d, (size_t)(len - i) * sizeof *d);
+    a->m2 = m2;
+    for (int e = 0; i + e < len; e++) a->m2[e] += (x[e] - mean) * (x[e] - mean);
     return LANES - (len - i);
 }
 
 #define PAIR_GROUPS_OF(dt)                                                                                      \
-    (reciprocal ? (constant_bound ? pair_groups(j, c, dt, begin, len, d, 1, 1, a)                               \
-                                  : pair_groups(j, c, dt, begin, len, d, 1, 0, a))                              \
-                : (constant_bound ? pair_groups(j, c, dt, begin, len, d, 0, 1, a)                               \
-                                  : pair_groups(j, c, dt, begin, len, d, 0, 0, a)))
+    (reciprocal ? (constant_bound ? pair_groups(j, c, dt, begin, len, mean, d, 1, 1, a)                         \
+                                  : pair_groups(j, c, dt, begin, len, mean, d, 1, 0, a))                        \
+                : (constant_bound ? pair_groups(j, c, dt, begin, len, mean, d, 0, 1, a)                         \
+                                  : pair_groups(j, c, dt, begin, len, mean, d, 0, 0, a)))
 
 /* pair_groups for the block's dtype and case: each of the twelve loops compiled for its own, with
  * no test of them inside. */
 static inline __attribute__((always_inline)) int64_t pair_groups_of(const eq_pairs_job *j, const pair_constants *c,
-                                                                    int64_t begin, int64_t len, double *d,
-                                                                    pair_lanes *a)
+                                                                    int64_t begin, int64_t len, double mean,
+                                                                    double *d, pair_lanes *a)
 {
     const int reciprocal = j->significand_bits <= 24, constant_bound = j->rtol == 0.0;
     switch (j->ref->dtype) {
@@ -180,7 +187,8 @@ STATS_WIDE static void finite_pair_block(const eq_pairs_job *j, const pair_const
 {
     pair_lanes acc;
     memset(&acc, 0, sizeof acc);
-    const int64_t padding = pair_groups_of(j, c, begin, len, d, &acc);
+    const int64_t padding = pair_groups_of(j, c, begin, len, j->ref_mean[begin / BLOCK], d, &acc);
+    out->ref_m2 = lanes_total(acc.m2);
     out->n_finite = len;
     out->n_zero = n_zero;
     out->sum_abs = lanes_total(acc.sum_abs);
@@ -274,6 +282,7 @@ STATS_WIDE static void pairs_range(void *ctx, int slot, int64_t begin, int64_t e
             finite_pair_block(j, &c, out, histogram, d, at, len, len - bits.differ + bits.signed_zeros);
             continue;
         }
+        if (!isnan(j->ref_mean[b])) out->ref_m2 = block_m2_of(j->ref, at, len, j->ref_mean[b]); /* the test's NaN */
         double r[BLOCK], t[BLOCK];
         eq_tensor_widen(j->ref, at, len, r);
         eq_tensor_widen(j->test, at, len, t);

@@ -18,6 +18,7 @@ typedef struct {
     int64_t n_differ, nan_test, inf_test, nonfinite_mismatch;
     int64_t n_finite, n_zero, n_below, n_ratio, n_outside, above[EQ_N_THRESHOLDS];
     double sum_abs, sum_d2, sum_r2, sum_t2, sum_tr, ratio_sum;
+    double ref_m2; /* the reference's squared deviations about ref_mean (a block's only) */
     double max_abs, ulp_at_max, max_ulp, max_tol_ratio;
     int64_t argmax; /* the first index of max_abs; -1: no |d| > 0 */
 } eq_pair_block;
@@ -29,6 +30,8 @@ typedef struct {
     int significand_bits, min_exponent; /* of the dtype ULPs are counted in */
     const double *ref_sum_sq;           /* [block_count(numel)]: pass 1's sum of r^2 per block, in the lanes of
                                          * pass 2's (a finite block's sum_r2) */
+    const double *ref_mean;             /* [block_count(numel)]: the mean of a finite reference block (NaN:
+                                         * one with NaN or Inf), about which pass 2 sums ref_m2 */
     eq_pair_block *blocks;                 /* [block_count(numel)] */
     int64_t *histograms;                /* [workers][HISTOGRAM_SIZE] counts, or NULL */
     eq_median_guess *guess;             /* a window: gathers the |d| in it, or NULL */

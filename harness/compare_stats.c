@@ -28,6 +28,7 @@ typedef struct {
     int64_t nan, inf, n_finite;
     double sum, sum_sq, m2, absmax; /* over the finite values; m2 about the block's mean sum / n_finite */
     int same_bits;                  /* the other tensor's block has the same bits */
+    int m2_later;                   /* a finite block: m2 is summed after pass 1 (block_m2's lanes) */
 } value_block;
 
 typedef struct {
@@ -37,9 +38,10 @@ typedef struct {
 } values_job;
 
 /* A block's sums, sum of squares and max |v| in lanes, read straight from storage (its tail lane
- * by lane), then the squared deviations about its mean: 0 where a value is NaN or Inf (out
- * untouched), which leaves a lane of the sum of squares NaN or Inf, as a sum that overflowed
- * does, told apart by the block's bits (scan_bits). */
+ * by lane): 0 where a value is NaN or Inf (out untouched), which leaves a lane of the sum of
+ * squares NaN or Inf, as a sum that overflowed does, told apart by the block's bits (scan_bits).
+ * The squared deviations about the block's mean come later (m2_later): pass 2 sums them as it reads
+ * the block's pairs, or m2_range. */
 static inline __attribute__((always_inline)) int finite_value_block(const eq_tensor *t, eq_dtype dt, int64_t begin,
                                                                     int64_t len, value_block *out)
 {
@@ -66,18 +68,7 @@ static inline __attribute__((always_inline)) int finite_value_block(const eq_ten
     out->sum = lanes_total(sum);
     out->sum_sq = lanes_total(sum_sq);
     out->absmax = lanes_max(absmax);
-    if (len == 0) return 1;
-    const lanes_d mean = (lanes_d){0} + out->sum / (double)len;
-    lanes_d m2 = {0};
-    for (i = 0; i + LANES <= len; i += LANES) {
-        const lanes_d dev = eq_load_widened4(data, dt, begin + i) - mean;
-        m2 += dev * dev;
-    }
-    for (int k = 0; i < len; i++, k++) {
-        const double dev = eq_buffer_get(dt, data, begin + i) - mean[k];
-        m2[k] += dev * dev;
-    }
-    out->m2 = lanes_total(m2);
+    out->m2_later = 1;
     return 1;
 }
 
@@ -157,7 +148,27 @@ static void combine_values(const value_block *blocks, int64_t nb, value_totals *
     }
 }
 
-/* Pass 1 over `values` (and, with `other`, the bit comparison); `blocks` sized by the caller. */
+/* The squared deviations of the blocks that left them for later, where pass 2 does not run. */
+typedef struct {
+    const eq_tensor *values;
+    value_block *blocks;
+} m2_job;
+
+STATS_WIDE static void m2_range(void *ctx, int64_t begin, int64_t end)
+{
+    const m2_job *j = ctx;
+    const int64_t n = eq_tensor_numel(j->values);
+    for (int64_t b = begin; b < end; b++) {
+        value_block *v = &j->blocks[b];
+        const int64_t len = block_len(n, b);
+        if (v->m2_later && len > 0) v->m2 = block_m2_of(j->values, b * BLOCK, len, v->sum / (double)len);
+        v->m2_later = 0;
+    }
+}
+
+/* Pass 1 over `values` (and, with `other`, the bit comparison); `blocks` sized by the caller. The
+ * totals' m2 holds only the blocks with NaN or Inf until the others' are in (m2_range, pass 2) and
+ * the blocks combined again. */
 static void value_pass(const eq_tensor *values, const eq_tensor *other, value_block *blocks, value_totals *totals)
 {
     const int64_t nb = block_count(eq_tensor_numel(values));
@@ -281,24 +292,31 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
     eq_status st = EQ_OK;
     const int64_t n = eq_tensor_numel(ref), nb = block_count(n);
     value_block *values = calloc((size_t)(nb > 0 ? nb : 1), sizeof *values);
-    double *ref_sum_sq = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *ref_sum_sq);
+    double *ref_sum_sq = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *ref_sum_sq),
+           *ref_mean = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *ref_mean);
     eq_pair_block *pairs = NULL;
     int64_t *histograms = NULL;
     eq_median_guess guess = {.kind = EQ_GUESS_NONE, .values = NULL, .fine = NULL};
-    if (values == NULL || ref_sum_sq == NULL) {
+    if (values == NULL || ref_sum_sq == NULL || ref_mean == NULL) {
         st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " block statistics", nb);
         goto cleanup;
     }
     value_totals rt;
     value_pass(ref, shortcut ? test : NULL, values, &rt);
-    for (int64_t b = 0; b < nb; b++) ref_sum_sq[b] = values[b].sum_sq; /* pass 2's sum r^2 per finite block */
+    for (int64_t b = 0; b < nb; b++) { /* pass 2's sum r^2 per finite block, and the mean its m2 is about */
+        ref_sum_sq[b] = values[b].sum_sq;
+        ref_mean[b] = values[b].m2_later ? values[b].sum / (double)block_len(n, b) : NAN;
+    }
     const double ref_rms = rt.n_finite > 0 ? sqrt(rt.sum_sq / (double)rt.n_finite) : 0.0;
     out->nan_ref = rt.nan;
     out->inf_ref = rt.inf;
     out->ref_absmax = rt.absmax;
     out->ref_mean = rt.mean;
-    out->ref_std = rt.n_finite > 0 ? sqrt(rt.m2 / (double)rt.n_finite) : 0.0; /* population std */
     if (shortcut && rt.same_bits) {
+        m2_job mj = {ref, values};
+        eq_parallel_for(nb, EQ_STATS_BLOCKS_PER_RANGE, m2_range, &mj);
+        combine_values(values, nb, &rt);
+        out->ref_std = rt.n_finite > 0 ? sqrt(rt.m2 / (double)rt.n_finite) : 0.0; /* population std */
         st = identical_metrics(ref, &rt, ref_rms, out);
         goto cleanup;
     }
@@ -306,7 +324,13 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
     double floor_scale = ref_rms; /* the floor of the ULP scale (compare.h) */
     if (ref_rms == 0.0) {
         value_totals tt;
-        value_pass(test, NULL, values, &tt);
+        value_block *test_values = calloc((size_t)(nb > 0 ? nb : 1), sizeof *test_values);
+        if (test_values == NULL) {
+            st = EQ_FAIL(EQ_ERR_NOMEM, "cannot allocate %" PRId64 " block statistics", nb);
+            goto cleanup;
+        }
+        value_pass(test, NULL, test_values, &tt);
+        free(test_values);
         floor_scale = tt.n_finite > 0 ? sqrt(tt.sum_sq / (double)tt.n_finite) : 0.0;
     }
     out->ulp_floor = floor_scale;
@@ -325,10 +349,14 @@ eq_status eq_stats_compute(const eq_tensor *ref, const eq_tensor *test, const eq
     }
     const double atol = tol->atol_scale == EQ_ATOL_REF_RMS ? tol->atol * ref_rms : tol->atol; /* in units of rms(ref) */
     eq_pairs_job job = {ref, test, ref_rms, floor_scale, atol, tol->rtol, significand_bits(out->dtype),
-                     out->dtype == EQ_FP64 ? -1022 : -126, ref_sum_sq, pairs, histograms,
+                     out->dtype == EQ_FP64 ? -1022 : -126, ref_sum_sq, ref_mean, pairs, histograms,
                      guess.kind == EQ_GUESS_WINDOW ? &guess : NULL, (int64_t)guess.lo};
     eq_pair_block p;
     eq_pairs_pass(&job, &p);
+    for (int64_t b = 0; b < nb; b++) /* the reference's squared deviations, summed in pass 2 */
+        if (values[b].m2_later) values[b].m2 = pairs[b].ref_m2;
+    combine_values(values, nb, &rt);
+    out->ref_std = rt.n_finite > 0 ? sqrt(rt.m2 / (double)rt.n_finite) : 0.0; /* population std */
     if (histograms != NULL) eq_median_histograms_combine(histograms, eq_parallel_workers(), p.n_zero);
     guess.n_below = p.n_below;
 
@@ -360,6 +388,7 @@ cleanup:
     eq_median_guess_end(&guess);
     free(values);
     free(ref_sum_sq);
+    free(ref_mean);
     free(pairs);
     free(histograms);
     return st;

@@ -356,6 +356,42 @@ static void test_large_argmax_and_sums(void)
     eq_tensor_free(&ref), eq_tensor_free(&test);
 }
 
+/* The reference's mean and std against a long double two-pass sum, in fp32 and bf16: over a
+ * finite reference, with the test's NaN and Inf in some blocks (pass 2 reads those element by
+ * element, and the reference's squared deviations there are summed apart), and with the
+ * reference's own NaN in one (pass 1 sums its block element by element). */
+static void test_reference_std(void)
+{
+    const eq_dtype dtypes[2] = {EQ_FP32, EQ_BF16};
+    for (int dt = 0; dt < 2; dt++)
+        for (int ref_nan = 0; ref_nan < 2; ref_nan++) {
+            eq_tensor ref, test;
+            make_values(&ref, dtypes[dt], 1, LARGE_N, 60 + (uint64_t)dt);
+            for (int64_t i = 0; i < LARGE_N; i++) /* a mean that moves from block to block */
+                eq_tensor_set(&ref, i, eq_tensor_get(&ref, i) + (double)(i / EQ_STATS_BLOCK % 7));
+            EQ_EXPECT_OK(eq_tensor_clone(&test, &ref));
+            for (int64_t i = 0; i < LARGE_N; i += 997) eq_tensor_set(&test, i, eq_tensor_get(&ref, i) + 0.5);
+            eq_tensor_set(&test, 3 * EQ_STATS_BLOCK + 5, NAN);
+            eq_tensor_set(&test, 40 * EQ_STATS_BLOCK + 1, INFINITY);
+            if (ref_nan) eq_tensor_set(&ref, 9 * EQ_STATS_BLOCK + 2, NAN);
+            long double sum = 0.0L, m2 = 0.0L;
+            int64_t n = 0;
+            for (int64_t i = 0; i < LARGE_N; i++)
+                if (isfinite(eq_tensor_get(&ref, i))) sum += eq_tensor_get(&ref, i), n++;
+            const long double mean = sum / n;
+            for (int64_t i = 0; i < LARGE_N; i++) {
+                const double r = eq_tensor_get(&ref, i);
+                if (isfinite(r)) m2 += (r - mean) * (r - mean);
+            }
+            const eq_tolerance tol = {"t", 1e-3, 0.0, "test", EQ_ATOL_ABSOLUTE};
+            eq_metrics m;
+            EQ_EXPECT_OK(eq_compare_tensors_of_run(&ref, &test, &tol, dtypes[dt], &m));
+            EXPECT_NEAR(m.ref_mean, (double)mean, 1e-13);
+            EXPECT_NEAR(m.ref_std, (double)sqrtl(m2 / n), 1e-13);
+            eq_tensor_free(&ref), eq_tensor_free(&test);
+        }
+}
+
 /* max ULP and max |d| / (atol + rtol |r|) against a loop that divides by each spacing (frexp) and
  * each bound, in fp32 and bf16 ULPs, with rtol 0 (the bound a constant) and not; and the first
  * index of the max where it repeats within a block in lanes after the first. */
@@ -473,6 +509,7 @@ int main(int argc, char **argv)
     test_signed_zeros();
     test_overflowing_block();
     test_large_argmax_and_sums();
+    test_reference_std();
     test_large_maxima_by_division();
     test_identical_shortcut();
     test_median_large();
