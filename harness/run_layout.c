@@ -1,5 +1,7 @@
 #include "harness/run_layout.h"
 
+#include "harness/base/parallel.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -214,22 +216,46 @@ eq_status eq_run_check_layout(const eq_capture *ranks, const char *const *names,
     return st == EQ_OK ? check_peers(ranks, names, n) : st;
 }
 
-/* Copies shard s into full f at the given offsets, a contiguous last-dimension row at a time. */
-static void place(eq_tensor *f, const eq_tensor *s, const int64_t *offset)
+/* Copies shard s into full f at the given offsets, a contiguous last-dimension row at a time, the
+ * rows split over the workers (harness/base/parallel.h): a large shard's copy is a batch's one
+ * serial step otherwise, and its first read of a mapped file's pages the slowest. */
+typedef struct {
+    eq_tensor *f;
+    const eq_tensor *s;
+    const int64_t *offset;
+} place_job;
+
+static void place_rows(void *ctx, int64_t begin, int64_t end)
 {
-    int nd = s->ndim;
-    size_t elem = eq_dtype_size(s->dtype);
-    int64_t row = s->shape[nd - 1], rows = row > 0 ? eq_tensor_numel(s) / row : 0;
+    const place_job *j = ctx;
+    const eq_tensor *s = j->s;
+    const int nd = s->ndim;
+    const size_t elem = eq_dtype_size(s->dtype);
+    const int64_t row = s->shape[nd - 1];
     int64_t idx[EQ_MAX_DIMS] = {0};
-    for (int64_t k = 0; k < rows; k++) {
+    for (int64_t d = nd - 2, rest = begin; d >= 0; d--) { /* row `begin`'s index over dims 0 .. nd-2 */
+        idx[d] = rest % s->shape[d];
+        rest /= s->shape[d];
+    }
+    for (int64_t k = begin; k < end; k++) {
         int64_t at = 0;
-        for (int d = 0; d < nd; d++) at = at * f->shape[d] + (d == nd - 1 ? offset[d] : idx[d] + offset[d]);
-        memcpy((char *)f->data + (size_t)at * elem, (const char *)s->data + (size_t)(k * row) * elem, (size_t)row * elem);
+        for (int d = 0; d < nd; d++) at = at * j->f->shape[d] + (d == nd - 1 ? j->offset[d] : idx[d] + j->offset[d]);
+        memcpy((char *)j->f->data + (size_t)at * elem, (const char *)s->data + (size_t)(k * row) * elem,
+               (size_t)row * elem);
         for (int d = nd - 2; d >= 0; d--) { /* next row index over dims 0 .. nd-2 */
             if (++idx[d] < s->shape[d]) break;
             idx[d] = 0;
         }
     }
+}
+
+static void place(eq_tensor *f, const eq_tensor *s, const int64_t *offset)
+{
+    const int64_t row = s->shape[s->ndim - 1], rows = row > 0 ? eq_tensor_numel(s) / row : 0;
+    const int64_t row_bytes = row * (int64_t)eq_dtype_size(s->dtype), grain = (1 << 18) / (row_bytes > 0 ? row_bytes : 1);
+    place_job job = {f, s, offset};
+    if (rows * row_bytes < ((int64_t)1 << 20)) place_rows(&job, 0, rows); /* small: no worker's start-up */
+    else eq_parallel_for(rows, grain > 0 ? grain : 1, place_rows, &job);
 }
 
 /* The groups two ranks differ in, past the ones the tensor is split over: "dp", "tp", "dp x pp". */
