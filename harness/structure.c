@@ -162,14 +162,21 @@ static void shift_test(double *cols, const double *count, int64_t n, double ref_
 {
     enum { G = EQ_STRUCTURE_BLOCKS, HALF = G / 2 };
     double shift_ms = 0;
-    for (int64_t j = 0; j < n; j++) {
-        double all = 0, all_n = 0;
-        for (int g = 0; g < G; g++) {
-            all += cols[g * n + j], all_n += count[g * n + j];
+    /* each column's sum over the blocks in block order, a block's row at a time (the blocks' rows
+     * are n apart: a column at a time, each of its 16 reads was a line of its own) */
+    double *all = calloc((size_t)n, sizeof *all), *all_n = calloc((size_t)n, sizeof *all_n);
+    if (all == NULL || all_n == NULL) { /* no memory: the test says nothing */
+        free(all), free(all_n);
+        return;
+    }
+    for (int g = 0; g < G; g++)
+        for (int64_t j = 0; j < n; j++) {
+            all[j] += cols[g * n + j], all_n[j] += count[g * n + j];
             if (count[g * n + j] > 0) cols[g * n + j] /= count[g * n + j];
         }
-        if (all_n > 0) shift_ms += (all / all_n) * (all / all_n);
-    }
+    for (int64_t j = 0; j < n; j++)
+        if (all_n[j] > 0) shift_ms += (all[j] / all_n[j]) * (all[j] / all_n[j]);
+    free(all), free(all_n);
     static const int even[HALF] = {0, 2, 4, 6, 8, 10, 12, 14}, odd[HALF] = {1, 3, 5, 7, 9, 11, 13, 15},
                      first[HALF] = {0, 1, 2, 3, 4, 5, 6, 7}, second[HALF] = {8, 9, 10, 11, 12, 13, 14, 15};
     double t = projection_t(cols, n, even, odd, HALF);
