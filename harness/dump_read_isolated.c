@@ -23,14 +23,6 @@
 
 /* ---- the parent ---- */
 
-/* A read mapped from its file: the map, and the file's range, to drop from the page cache after. */
-typedef struct {
-    eq_file_map map;
-    int file;
-    uint64_t offset;
-    size_t bytes;
-} mapped_read;
-
 struct eq_dump_server {
     pid_t pid;
     int fd, mem_fd[EQ_DUMP_SLOTS];
@@ -43,9 +35,8 @@ struct eq_dump_server {
     int *file_fd;             /* [n]: each file, opened here to map what it stores as it is (-1: not) */
     off_t *file_size;         /* [n]: its size when opened */
     int64_t **stored;         /* [n][its entries]: where the reader found each stored as it is, or -1 */
-    mapped_read *maps[EQ_DUMP_SLOTS]; /* the slot's reads that are mapped */
+    eq_file_map *maps[EQ_DUMP_SLOTS]; /* the slot's reads that are mapped */
     int n_maps[EQ_DUMP_SLOTS], cap_maps[EQ_DUMP_SLOTS];
-    int drop_after_use;       /* the files outgrow memory: drop their pages from the cache once used */
     eq_dump_request *pending; /* the batch sent, not yet answered */
     int n_pending;
     int failed; /* a send or wait failed: the reader is gone */
@@ -244,21 +235,6 @@ static eq_status failure(eq_dump_server *s, int file, double timeout_s, const an
     return read_failure(s->paths[file], timeout_s, s->limits[file].memory_mb, a, wstatus);
 }
 
-/* Whether n files of these sizes hold more than half the machine's memory: then no page of theirs
- * can stay cached for a later read, and each tensor's pages are dropped once compared, so that the
- * next tensors are read into the pages just freed (on this virtual machine a page the host has
- * taken back costs up to a microsecond to touch again) and the cache of what else the machine
- * reads is left alone. Smaller files stay cached for the next command. */
-static int files_outgrow_memory(const off_t *size, int n)
-{
-    double bytes = 0.0;
-    for (int i = 0; i < n; i++) bytes += (double)size[i];
-    const double memory = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    return memory > 0.0 && bytes > 0.5 * memory;
-}
-
-void eq_dump_server_drop_after_use(eq_dump_server *s, int on) { s->drop_after_use = on; }
-
 eq_status eq_dump_server_open(const char *const *paths, int n, eq_dump_server **out, eq_capture *index)
 {
     eq_status st = EQ_OK;
@@ -300,7 +276,6 @@ eq_status eq_dump_server_open(const char *const *paths, int n, eq_dump_server **
         const off_t most = size / MIN_DATASET_BYTES + 1024;
         s->limits[i].max_entries = most < INT32_MAX ? (uint32_t)most : INT32_MAX;
     }
-    s->drop_after_use = files_outgrow_memory(s->file_size, n);
     if ((s->mem_fd[0] = memfd_create("equiv-read", MFD_CLOEXEC)) < 0 ||
         (s->mem_fd[1] = memfd_create("equiv-read", MFD_CLOEXEC)) < 0) {
         st = EQ_FAIL(EQ_ERR_IO, "cannot read %s: no shared memory for a reader process: %s", paths[0],
@@ -389,12 +364,7 @@ int eq_dump_server_mappable(const eq_dump_server *s, int file, int entry)
 
 void eq_dump_server_release(eq_dump_server *s, int slot)
 {
-    for (int i = 0; i < s->n_maps[slot]; i++) {
-        mapped_read *r = &s->maps[slot][i];
-        eq_file_map_close(&r->map);
-        if (s->drop_after_use)
-            posix_fadvise(s->file_fd[r->file], (off_t)r->offset, (off_t)r->bytes, POSIX_FADV_DONTNEED);
-    }
+    for (int i = 0; i < s->n_maps[slot]; i++) eq_file_map_close(&s->maps[slot][i]);
     s->n_maps[slot] = 0;
 }
 
@@ -404,19 +374,17 @@ static eq_status map_read(eq_dump_server *s, eq_dump_request *q, size_t bytes)
     const int k = q->slot;
     if (s->n_maps[k] == s->cap_maps[k]) {
         const int cap = s->cap_maps[k] ? 2 * s->cap_maps[k] : 64;
-        mapped_read *grown = realloc(s->maps[k], (size_t)cap * sizeof *grown);
+        eq_file_map *grown = realloc(s->maps[k], (size_t)cap * sizeof *grown);
         if (grown == NULL) return EQ_FAIL(EQ_ERR_NOMEM, "no memory to map %d tensors", cap);
         s->maps[k] = grown;
         s->cap_maps[k] = cap;
     }
-    mapped_read *r = &s->maps[k][s->n_maps[k]];
-    r->file = q->file;
-    r->offset = (uint64_t)s->stored[q->file][q->entry];
-    r->bytes = bytes;
-    eq_status st = eq_file_map_open(s->file_fd[q->file], s->paths[q->file], r->offset, bytes, &r->map);
+    eq_file_map *m = &s->maps[k][s->n_maps[k]];
+    eq_status st = eq_file_map_open(s->file_fd[q->file], s->paths[q->file], (uint64_t)s->stored[q->file][q->entry],
+                                    bytes, m);
     if (st != EQ_OK) return st;
     s->n_maps[k]++;
-    q->data = r->map.data;
+    q->data = m->data;
     return EQ_OK;
 }
 

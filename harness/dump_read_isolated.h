@@ -70,11 +70,8 @@ void *eq_dump_server_buffer(eq_dump_server *s, int slot);
  * holds at least EQUIV_READ_MAP_MB (default 1 MB; harness/base/env.h). */
 int eq_dump_server_mappable(const eq_dump_server *s, int file, int entry);
 /* Unmaps the maps of slot `slot`'s reads (their data pointers are then stale), as reserving the
- * slot again ends what its buffer held. Where the files hold more than half the machine's memory
- * (or eq_dump_server_drop_after_use said so), their pages are dropped from the page cache too:
- * they could not stay cached, and the next reads reuse them. */
+ * slot again ends what its buffer held. */
 void eq_dump_server_release(eq_dump_server *s, int slot);
-void eq_dump_server_drop_after_use(eq_dump_server *s, int on);
 
 /* Sends n <= EQ_DUMP_BATCH_MAX requests (the buffer must hold every offset + the entry's bytes),
  * answered in order by eq_dump_server_wait; the reader works on them while this process goes on.

@@ -7,7 +7,6 @@
  *     capture eq_dump_read gives in-process, bit for bit;
  *   - a replica is checked against a mapped kept copy, whether the replica is mapped too or read
  *     through HDF5 (converted), and one element's difference is seen;
- *   - a released map's pages leave the page cache where the files outgrow memory, and stay where not;
  *   - a file cut short under a map ends the process with one error line naming it, and status 2. */
 #define _GNU_SOURCE /* pread, ftruncate */
 #include <fcntl.h>
@@ -16,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -204,66 +202,7 @@ static void test_replicas(const char *path, const char *twin, const char *flippe
     unsetenv("EQUIV_READ_MAP_MB");
 }
 
-/* How many of the pages of [offset, offset + bytes) of path the page cache holds (mincore). */
-static size_t resident_pages(const char *path, uint64_t offset, size_t bytes)
-{
-    int fd = open(path, O_RDONLY);
-    eq_file_map m;
-    size_t count = 0;
-    if (fd < 0 || eq_file_map_open(fd, path, offset, bytes, &m) != EQ_OK) return (size_t)-1;
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = (m.length + page - 1) / page;
-    unsigned char *in = malloc(pages);
-    if (in != NULL && mincore(m.base, m.length, in) == 0)
-        for (size_t i = 0; i < pages; i++) count += in[i] & 1;
-    free(in);
-    eq_file_map_close(&m);
-    close(fd);
-    return count;
-}
-
-/* 4. Once a mapped read is released, its pages leave the page cache where the files outgrow memory
- * (here said so), and stay otherwise. */
-static void test_drop_after_use(const char *path)
-{
-    int fd = open(path, O_RDONLY); /* written just now: its pages dirty, which no drop drops */
-    EQ_EXPECT(fd >= 0 && fsync(fd) == 0, "fsync %s", path);
-    if (fd >= 0) close(fd);
-    setenv("EQUIV_READ_MAP_MB", "0", 1);
-    for (int drop = 0; drop < 2; drop++) {
-        eq_dump_server *s = NULL;
-        eq_capture index;
-        EQ_EXPECT_OK(eq_dump_server_open(&path, 1, &s, &index));
-        if (s == NULL) continue;
-        eq_dump_server_drop_after_use(s, drop);
-        const int e = entry_of(&index, "t_fp64");
-        eq_dump_request req = {.file = 0, .entry = e, .same_as = -1, .same_file = -1, .same_entry = -1, .map = 1};
-        EQ_EXPECT_OK(eq_dump_server_reserve(s, 0, 1));
-        EQ_EXPECT_OK(eq_dump_server_send(s, &req, 1));
-        EQ_EXPECT_OK(eq_dump_server_wait(s));
-        volatile double sum = 0.0; /* read it all: every page in the cache */
-        for (int64_t k = 0; req.data != NULL && k < ROWS * COLS; k++) sum += ((const double *)req.data)[k];
-        eq_dump_file *f = NULL;
-        eq_capture again;
-        EQ_EXPECT_OK(eq_dump_open(path, &f, &again));
-        const int64_t at = eq_dump_entry_offset(f, e);
-        const size_t bytes = ROWS * COLS * sizeof(double), page = (size_t)sysconf(_SC_PAGESIZE);
-        /* the pages wholly inside the tensor: those at its ends hold other datasets' bytes too */
-        const uint64_t first = ((uint64_t)at + page - 1) / page * page, end = ((uint64_t)at + bytes) / page * page;
-        EQ_EXPECT(resident_pages(path, first, end - first) == (end - first) / page, "drop %d: the tensor read, %zu of "
-                  "%zu pages cached", drop, resident_pages(path, first, end - first), (size_t)((end - first) / page));
-        eq_dump_server_release(s, 0);
-        const size_t after = resident_pages(path, first, end - first);
-        EQ_EXPECT(drop ? after == 0 : after == (end - first) / page, "drop %d: %zu of %zu pages cached after the "
-                  "release", drop, after, (size_t)((end - first) / page));
-        eq_dump_close(f);
-        eq_capture_free(&again);
-        eq_dump_server_close(s);
-        eq_capture_free(&index);
-    }
-    unsetenv("EQUIV_READ_MAP_MB");
-}
-
-/* 5. A file cut short under its map: in a child, which maps t_fp32, truncates the file and reads. */
+/* 4. A file cut short under its map: in a child, which maps t_fp32, truncates the file and reads. */
 static void test_cut_short(const char *path)
 {
     int err[2];
@@ -315,7 +254,6 @@ int main(void)
     test_stored_offsets(path);
     test_reader_maps(path);
     test_replicas(path, twin, flipped);
-    test_drop_after_use(twin);
     test_cut_short(doomed);
     unlink(path), unlink(twin), unlink(flipped), unlink(doomed), rmdir(dir);
     return eq_test_finish("file_map_test");
