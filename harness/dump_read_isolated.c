@@ -35,6 +35,7 @@ struct eq_dump_server {
     int *file_fd;             /* [n]: each file, opened here to map what it stores as it is (-1: not) */
     off_t *file_size;         /* [n]: its size when opened */
     int64_t **stored;         /* [n][its entries]: where the reader found each stored as it is, or -1 */
+    int read_all;             /* the files outgrow memory: every tensor read, none mapped */
     eq_file_map *maps[EQ_DUMP_SLOTS]; /* the slot's reads that are mapped */
     int n_maps[EQ_DUMP_SLOTS], cap_maps[EQ_DUMP_SLOTS];
     eq_dump_request *pending; /* the batch sent, not yet answered */
@@ -235,6 +236,19 @@ static eq_status failure(eq_dump_server *s, int file, double timeout_s, const an
     return read_failure(s->paths[file], timeout_s, s->limits[file].memory_mb, a, wstatus);
 }
 
+int eq_dump_files_outgrow(double file_bytes, double memory_bytes)
+{
+    return memory_bytes > 0.0 && file_bytes > 0.5 * memory_bytes;
+}
+
+/* eq_dump_files_outgrow for n files of these sizes and this machine's memory. */
+static int files_outgrow_memory(const off_t *size, int n)
+{
+    double bytes = 0.0;
+    for (int i = 0; i < n; i++) bytes += (double)size[i];
+    return eq_dump_files_outgrow(bytes, (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE));
+}
+
 eq_status eq_dump_server_open(const char *const *paths, int n, eq_dump_server **out, eq_capture *index)
 {
     eq_status st = EQ_OK;
@@ -276,6 +290,7 @@ eq_status eq_dump_server_open(const char *const *paths, int n, eq_dump_server **
         const off_t most = size / MIN_DATASET_BYTES + 1024;
         s->limits[i].max_entries = most < INT32_MAX ? (uint32_t)most : INT32_MAX;
     }
+    s->read_all = files_outgrow_memory(s->file_size, n);
     if ((s->mem_fd[0] = memfd_create("equiv-read", MFD_CLOEXEC)) < 0 ||
         (s->mem_fd[1] = memfd_create("equiv-read", MFD_CLOEXEC)) < 0) {
         st = EQ_FAIL(EQ_ERR_IO, "cannot read %s: no shared memory for a reader process: %s", paths[0],
@@ -354,7 +369,8 @@ static double map_from_bytes(void) { return env_number(EQ_ENV_READ_MAP_MB, 1.0) 
 
 int eq_dump_server_mappable(const eq_dump_server *s, int file, int entry)
 {
-    if (file < 0 || file >= s->n || entry < 0 || entry >= s->index[file].count || s->file_fd[file] < 0) return 0;
+    if (s->read_all || file < 0 || file >= s->n || entry < 0 || entry >= s->index[file].count || s->file_fd[file] < 0)
+        return 0;
     const eq_tensor *t = &s->index[file].entries[entry].tensor;
     const int64_t at = s->stored[file][entry];
     const size_t bytes = eq_tensor_bytes(t);

@@ -66,9 +66,15 @@ eq_status eq_dump_server_reserve(eq_dump_server *s, int slot, size_t bytes);
 /* Shared buffer `slot` (NULL before its first reserve). */
 void *eq_dump_server_buffer(eq_dump_server *s, int slot);
 /* Whether entry `entry` of file `file` may be read with map: the reader found it stored as the
- * tensor's own bytes (eq_dump_entry_offset) within the file, at the element's alignment, and it
- * holds at least EQUIV_READ_MAP_MB (default 1 MB; harness/base/env.h). */
+ * tensor's own bytes (eq_dump_entry_offset) within the file, at the element's alignment, it holds
+ * at least EQUIV_READ_MAP_MB (default 1 MB; harness/base/env.h), and the server's files fit in
+ * half the machine's memory (eq_dump_files_outgrow). Files larger than that cannot stay cached:
+ * each page is read into a page the cache gives up, and on this virtual machine the first touch
+ * of such a page, in equiv's loops when mapped, cost more than the reader's copy (16 GB fp32 dp4,
+ * cold: 22 to 23 s mapped against 17 to 19 s read; 1.6 GB: 1.1 to 1.4x faster mapped). */
 int eq_dump_server_mappable(const eq_dump_server *s, int file, int entry);
+/* Whether files of file_bytes in all outgrow a machine of memory_bytes: hold more than half of it. */
+int eq_dump_files_outgrow(double file_bytes, double memory_bytes);
 /* Unmaps the maps of slot `slot`'s reads (their data pointers are then stale), as reserving the
  * slot again ends what its buffer held. */
 void eq_dump_server_release(eq_dump_server *s, int slot);

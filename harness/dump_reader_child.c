@@ -115,9 +115,10 @@ static int serve_stored(child_state *c, const wire_request *q, eq_dump_file **fi
         /* the kernel reads ahead at most its read-ahead window per call (8 MiB here): a call per
          * piece starts the whole tensor's read, none of them waits for it */
         const size_t piece = (size_t)4 << 20;
-        for (size_t done = 0; done < bytes; done += piece)
-            posix_fadvise(c->file_fd[q->file], (off_t)((size_t)at + done), (off_t)(bytes - done < piece ? bytes - done : piece),
-                          POSIX_FADV_WILLNEED);
+        for (size_t done = 0; done < bytes; done += piece) {
+            const size_t len = bytes - done < piece ? bytes - done : piece;
+            posix_fadvise(c->file_fd[q->file], (off_t)((size_t)at + done), (off_t)len, POSIX_FADV_WILLNEED);
+        }
         return put_u32(c->fd, MAGIC) || put_u32(c->fd, KIND_DONE) ? -1 : 0;
     }
     if (q->same_file < 0 || q->same_file >= n || q->same_entry < 0 || q->same_entry >= index[q->same_file].count ||

@@ -34,10 +34,15 @@ static void put_escaped(const char *s)
     char buf[256];
     size_t n = 0;
     for (; *s; s++) {
-        if (n + 5 > sizeof buf) put((buf[n] = '\0', buf)), n = 0;
+        if (n + 5 > sizeof buf) { /* room for an escape and the end */
+            buf[n] = '\0';
+            put(buf);
+            n = 0;
+        }
         const unsigned char c = (unsigned char)*s;
         if (c < 0x20 || c == 0x7f) {
-            buf[n++] = '\\', buf[n++] = 'x', buf[n++] = "0123456789abcdef"[c >> 4], buf[n++] = "0123456789abcdef"[c & 15];
+            static const char hex[] = "0123456789abcdef";
+            buf[n++] = '\\', buf[n++] = 'x', buf[n++] = hex[c >> 4], buf[n++] = hex[c & 15];
         } else {
             buf[n++] = (char)c;
         }

@@ -7,6 +7,7 @@
  *     capture eq_dump_read gives in-process, bit for bit;
  *   - a replica is checked against a mapped kept copy, whether the replica is mapped too or read
  *     through HDF5 (converted), and one element's difference is seen;
+ *   - files larger than half the memory are read, not mapped;
  *   - a file cut short under a map ends the process with one error line naming it, and status 2. */
 #define _GNU_SOURCE /* pread, ftruncate */
 #include <fcntl.h>
@@ -202,7 +203,18 @@ static void test_replicas(const char *path, const char *twin, const char *flippe
     unsetenv("EQUIV_READ_MAP_MB");
 }
 
-/* 4. A file cut short under its map: in a child, which maps t_fp32, truncates the file and reads. */
+/* 4. Files larger than half the memory are read, not mapped (eq_dump_files_outgrow). */
+static void test_outgrow(void)
+{
+    const double gib = (double)(1 << 30);
+    EQ_EXPECT(!eq_dump_files_outgrow(1.6 * 2 * gib / 2, 24 * gib), "a 1.6 GB run on 24 GiB is mapped");
+    EQ_EXPECT(!eq_dump_files_outgrow(12 * gib, 24 * gib), "half the memory exactly is mapped");
+    EQ_EXPECT(eq_dump_files_outgrow(12 * gib + 1, 24 * gib), "over half the memory is read");
+    EQ_EXPECT(eq_dump_files_outgrow(16 * gib, 24 * gib), "a 16 GB run on 24 GiB is read");
+    EQ_EXPECT(!eq_dump_files_outgrow(16 * gib, 0.0), "an unknown memory size maps");
+}
+
+/* 5. A file cut short under its map: in a child, which maps t_fp32, truncates the file and reads. */
 static void test_cut_short(const char *path)
 {
     int err[2];
@@ -254,6 +266,7 @@ int main(void)
     test_stored_offsets(path);
     test_reader_maps(path);
     test_replicas(path, twin, flipped);
+    test_outgrow();
     test_cut_short(doomed);
     unlink(path), unlink(twin), unlink(flipped), unlink(doomed), rmdir(dir);
     return eq_test_finish("file_map_test");
