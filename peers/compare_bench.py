@@ -90,15 +90,23 @@ def one(args, out, gb, dtype, layout):
             times[names[k]].append(timed(cmds[names[k]][0], ok=cmds[names[k]][1]))
     shutil.rmtree(cap)
 
-    def ratio(a, b):  # the median of the rounds' ratios: each round's programs ran on the same box's state
-        return med([x[0] / y[0] for x, y in zip(times[a], times[b])])
+    def ratios(a, b):  # each round's ratio: that round's programs ran on the same box's state
+        return [x[0] / y[0] for x, y in zip(times[a], times[b])]
+
+    def ratio(a, b):  # their median
+        return med(ratios(a, b))
+
+    def spread(a, b):  # and the range of the rounds' ratios, which says how far the box's state moved them
+        r = ratios(a, b)
+        return f"{min(r):.2f} to {max(r):.2f}"
 
     wall = {name: med([t[0] for t in times[name]]) for name in names}
     peak = {name: med([t[1] for t in times[name]]) for name in ("equiv", "peer")}
     print(f"{gb:>5} GB {dtype} {layout} ({'cold' if cold else 'warm'} cache): equiv {wall['equiv']:.2f} s, "
           f"{peak['equiv']:.0f} MiB; numpy peer {wall['peer']:.2f} s, {peak['peer']:.0f} MiB; equiv / peer "
           f"{ratio('equiv', 'peer'):.2f}; reading the files once: cat {wall['cat']:.2f} s, HDF5 {wall['h5']:.2f} s; "
-          f"equiv / cat {ratio('equiv', 'cat'):.2f}, equiv / HDF5 read {ratio('equiv', 'h5'):.2f}", flush=True)
+          f"equiv / cat {ratio('equiv', 'cat'):.2f} (rounds {spread('equiv', 'cat')}), equiv / HDF5 read "
+          f"{ratio('equiv', 'h5'):.2f} (rounds {spread('equiv', 'h5')})", flush=True)
 
 
 def huge(args, out, gb):
