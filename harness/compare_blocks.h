@@ -62,9 +62,11 @@ static inline lanes_d load_lanes(const double *p)
 
 /* What the stored bits of a block say before any value is widened: how many elements differ
  * (+0 and -0 do; NaN payloads do), how many of those are +0 against -0 (equal values: |d| = 0),
- * and whether either side holds a NaN or Inf (its exponent field all ones). */
+ * the largest magnitude's bits on either side (sign cleared: for finite values, those of the
+ * largest |v|), and whether either side holds a NaN or Inf (its exponent field all ones). */
 typedef struct {
     int64_t differ, signed_zeros;
+    uint64_t top;
     int nonfinite;
 } bits_scan;
 
@@ -81,7 +83,7 @@ typedef struct {
             top = mu > top ? mu : top;                                                                          \
             top = mv > top ? mv : top;                                                                          \
         }                                                                                                       \
-        return (bits_scan){(int64_t)differ, (int64_t)zeros, top >= (type)(exponent)};                           \
+        return (bits_scan){(int64_t)differ, (int64_t)zeros, top, top >= (type)(exponent)};                      \
     } while (0)
 
 static inline __attribute__((always_inline)) bits_scan scan_bits(const eq_tensor *a, const eq_tensor *b, int64_t begin,

@@ -57,33 +57,6 @@ static double magnitude_value(eq_dtype dt, uint64_t bits)
     return 0.0;
 }
 
-/* The largest magnitude's bits of a block (begin, len) of storage `data` (dtype dt), sign cleared:
- * in the storage's own width, so the loop runs 16 (bf16), 8 or 4 elements to a 32-byte register,
- * and no chain of compares waits on the last (a max over the block's doubles in lanes did: five
- * cycles a group). For finite values, the bits of max |v|. */
-#define MAX_MAGNITUDE(type, sign)                                                                              \
-    do {                                                                                                    \
-        const type *x = (const type *)data + begin;                                                         \
-        type top = 0;                                                                                       \
-        for (int64_t i = 0; i < len; i++) {                                                                 \
-            const type m = x[i] & (type)~(sign);                                                            \
-            top = m > top ? m : top;                                                                        \
-        }                                                                                                   \
-        return top;                                                                                         \
-    } while (0)
-
-static inline __attribute__((always_inline)) uint64_t max_magnitude_bits(const void *data, eq_dtype dt, int64_t begin,
-                                                                          int64_t len)
-{
-    switch (dt) {
-    case EQ_BF16: MAX_MAGNITUDE(uint16_t, 0x8000u);
-    case EQ_FP32: MAX_MAGNITUDE(uint32_t, 0x80000000u);
-    case EQ_FP64: break;
-    }
-    MAX_MAGNITUDE(uint64_t, 0x8000000000000000u);
-}
-#undef MAX_MAGNITUDE
-
 /* A block's sums, sum of squares and max |v| in lanes, read straight from storage (its tail lane
  * by lane): 0 where a value is NaN or Inf (out untouched), which leaves a lane of the sum of
  * squares NaN or Inf, as a sum that overflowed does, told apart by the block's bits (scan_bits).
@@ -106,13 +79,17 @@ static inline __attribute__((always_inline)) int finite_value_block(const eq_ten
         sum[k] += x;
         sum_sq[k] += x * x;
     }
+    /* the block's bits: NaN or Inf, where a lane of the sum of squares is not finite (else a sum that
+     * overflowed), and max |v| as the largest magnitude's bits, in the storage's own width (a
+     * compare and blend over the doubles in lanes was a chain of five cycles a group) */
+    const bits_scan bits = scan_bits(t, t, begin, len);
     int finite = 1;
     for (int k = 0; k < LANES; k++) finite &= fabs(sum_sq[k]) <= DBL_MAX;
-    if (!finite && scan_bits(t, t, begin, len).nonfinite) return 0; /* (else a sum that overflowed) */
+    if (!finite && bits.nonfinite) return 0;
     out->n_finite = len;
     out->sum = lanes_total(sum);
     out->sum_sq = lanes_total(sum_sq);
-    out->absmax = magnitude_value(dt, max_magnitude_bits(data, dt, begin, len));
+    out->absmax = magnitude_value(dt, bits.top);
     out->m2_later = 1;
     return 1;
 }
