@@ -95,6 +95,20 @@ typedef struct {
     size_t scratch_size;
 } child_state;
 
+/* The scratch buffer, grown to hold bytes (a replica's, for a check); NULL after sending the error. */
+static void *scratch_of(child_state *c, size_t bytes)
+{
+    if (bytes <= c->scratch_size) return c->scratch;
+    free(c->scratch);
+    c->scratch_size = 0;
+    if ((c->scratch = malloc(bytes)) == NULL) {
+        send_error(c->fd, EQ_FAIL(EQ_ERR_NOMEM, "no memory for %zu bytes", bytes));
+        return NULL;
+    }
+    c->scratch_size = bytes;
+    return c->scratch;
+}
+
 /* The stored bytes of entry `entry` of file `file` mapped (eq_dump_entry_offset), into *m; -1 where
  * the file does not store them as they are. */
 static int map_stored(const child_state *c, eq_dump_file **files, int file, int entry, size_t bytes, eq_file_map *m)
@@ -131,15 +145,9 @@ static int serve_stored(child_state *c, const wire_request *q, eq_dump_file **fi
     if (map_stored(c, files, q->file, q->entry, bytes, &replica) == 0) {
         theirs = replica.data;
     } else {
-        if (bytes > c->scratch_size) {
-            free(c->scratch);
-            c->scratch_size = 0;
-            if ((c->scratch = malloc(bytes)) == NULL) {
-                eq_file_map_close(&kept);
-                send_error(c->fd, EQ_FAIL(EQ_ERR_NOMEM, "no memory for %zu bytes", bytes));
-                return -1;
-            }
-            c->scratch_size = bytes;
+        if (scratch_of(c, bytes) == NULL) {
+            eq_file_map_close(&kept);
+            return -1;
         }
         eq_status st = eq_dump_read_entry(files[q->file], q->entry, &index[q->file].entries[q->entry].tensor,
                                           c->scratch);
@@ -180,18 +188,7 @@ static int serve(child_state *c, const wire_request *q, eq_dump_file **files, co
     if (end > c->map_size[k] || bytes > c->map_size[k] - end) return -1;
     limit_to(tensor_timeout(bytes), limits[q->file].memory_mb);
     void *into = map + q->offset;
-    if (q->same_as >= 0) {
-        if (bytes > c->scratch_size) {
-            free(c->scratch);
-            c->scratch_size = 0;
-            if ((c->scratch = malloc(bytes)) == NULL) {
-                send_error(c->fd, EQ_FAIL(EQ_ERR_NOMEM, "no memory for %zu bytes", bytes));
-                return -1;
-            }
-            c->scratch_size = bytes;
-        }
-        into = c->scratch;
-    }
+    if (q->same_as >= 0 && (into = scratch_of(c, bytes)) == NULL) return -1;
     eq_status st = eq_dump_read_entry(files[q->file], q->entry, shape, into);
     if (st != EQ_OK) {
         send_error(c->fd, st);
