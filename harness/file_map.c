@@ -28,29 +28,6 @@ static pthread_once_t armed = PTHREAD_ONCE_INIT;
 
 static void put(const char *s) { (void)!write(STDERR_FILENO, s, strlen(s)); }
 
-/* The path as one line: control characters as \xNN (async-signal-safe). */
-static void put_escaped(const char *s)
-{
-    char buf[256];
-    size_t n = 0;
-    for (; *s; s++) {
-        if (n + 5 > sizeof buf) { /* room for an escape and the end */
-            buf[n] = '\0';
-            put(buf);
-            n = 0;
-        }
-        const unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c == 0x7f) {
-            static const char hex[] = "0123456789abcdef";
-            buf[n++] = '\\', buf[n++] = 'x', buf[n++] = hex[c >> 4], buf[n++] = hex[c & 15];
-        } else {
-            buf[n++] = (char)c;
-        }
-    }
-    buf[n] = '\0';
-    put(buf);
-}
-
 static void on_sigbus(int sig, siginfo_t *info, void *context)
 {
     (void)context;
@@ -58,8 +35,10 @@ static void on_sigbus(int sig, siginfo_t *info, void *context)
     for (int i = 0; i < ROWS; i++) {
         const uintptr_t lo = atomic_load(&rows[i].lo);
         if (lo == 0 || at < lo || at >= rows[i].hi) continue;
+        char path[4 * 4096 + 1]; /* a path, each byte escaped at most to 4 */
+        eq_escape_line(path, sizeof path, rows[i].path != NULL ? rows[i].path : "a file of the run");
         put("equiv: error: ");
-        put_escaped(rows[i].path != NULL ? rows[i].path : "a file of the run");
+        put(path);
         put(": the file was cut short while equiv read it (another process truncated or rewrote it)\n");
         eq_exit_cleanup_run();
         _exit(2);

@@ -246,8 +246,11 @@ static void test_cut_short(const char *path)
     waitpid(pid, &status, 0);
     EQ_EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %s %d, want exit 2",
               WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-    EQ_EXPECT(strncmp(text, "equiv: error: ", 14) == 0 && strstr(text, path) != NULL &&
-                  strstr(text, "cut short") != NULL && strchr(text, '\n') == text + n - 1,
+    char escaped[512];
+    eq_escape_line(escaped, sizeof escaped, path);
+    EQ_EXPECT(strncmp(text, "equiv: error: ", 14) == 0 && strstr(text, escaped) != NULL &&
+                  strstr(escaped, "cut\\nshort") != NULL && strstr(text, "cut short") != NULL &&
+                  strchr(text, '\n') == text + n - 1,
               "stderr '%s': want one line naming %s", text, path);
 }
 
@@ -258,7 +261,7 @@ int main(void)
     snprintf(path, sizeof path, "%s/rank0.h5", dir);
     snprintf(twin, sizeof twin, "%s/rank1.h5", dir);
     snprintf(flipped, sizeof flipped, "%s/flipped.h5", dir);
-    snprintf(doomed, sizeof doomed, "%s/cut.h5", dir);
+    snprintf(doomed, sizeof doomed, "%s/cut\nshort.h5", dir); /* a newline the line must escape */
     write_dump(path, -1);
     write_dump(twin, -1);
     write_dump(flipped, ROWS * COLS - 7);

@@ -7,21 +7,19 @@
 static _Thread_local char pending_message[512];
 static _Thread_local char pending_where[128];
 
-/* text into dst[cap] with every control character escaped as C writes it (a newline as the two
- * characters \n, an escape byte as \x1b), so that a message is one line whatever a name in it
- * holds: a case name or a path with a newline cannot end the error line and start a forged one.
- * Cut before an escape, never inside one. Bytes from 0x80 up (UTF-8) are kept. */
-static void copy_escaped(char *dst, size_t cap, const char *text)
+void eq_escape_line(char *dst, size_t cap, const char *text)
 {
+    static const char hex[] = "0123456789abcdef";
     size_t used = 0;
     for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
-        char one[8] = {(char)*c, '\0'};
+        char one[4] = {(char)*c};
+        size_t len = 1;
         if (*c < 0x20 || *c == 0x7f) {
-            const char *named = *c == '\n' ? "\\n" : *c == '\t' ? "\\t" : *c == '\r' ? "\\r" : NULL;
-            if (named != NULL) snprintf(one, sizeof one, "%s", named);
-            else snprintf(one, sizeof one, "\\x%02x", *c);
+            const char named = *c == '\n' ? 'n' : *c == '\t' ? 't' : *c == '\r' ? 'r' : '\0';
+            one[0] = '\\';
+            if (named != '\0') one[1] = named, len = 2;
+            else one[1] = 'x', one[2] = hex[*c >> 4], one[3] = hex[*c & 15], len = 4;
         }
-        const size_t len = strlen(one);
         if (used + len >= cap) break;
         memcpy(dst + used, one, len);
         used += len;
@@ -37,7 +35,7 @@ eq_status eq_fail(eq_status st, const char *file, int line, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    copy_escaped(pending_message, sizeof pending_message, text);
+    eq_escape_line(pending_message, sizeof pending_message, text);
     /* Keep the path from the repository root: ".../equiv/harness/x.c" -> "harness/x.c". */
     const char *roots[] = {"harness/", "models/", "reductions/", "reports/"};
     const char *short_file = file;

@@ -11,6 +11,8 @@
 #ifndef EQUIV_HARNESS_BASE_STATUS_H
 #define EQUIV_HARNESS_BASE_STATUS_H
 
+#include <stddef.h>
+
 typedef enum {
     EQ_OK = 0,
     EQ_ERR_USAGE,    /* bad command line: unknown case, dtype, algorithm; layout does not divide */
@@ -44,6 +46,13 @@ const char *eq_error_message(void);
 const char *eq_error_where(void);
 /* Forget the pending error (tests that expect a failure, then go on). */
 void eq_error_clear(void);
+
+/* text into dst[cap] with every control character escaped as C writes it (a newline as the two
+ * characters \n, an escape byte as \x1b), so that a message is one line whatever a name in it
+ * holds: a case name or a path with a newline cannot end the error line and start a forged one.
+ * Cut before an escape, never inside one. Bytes from 0x80 up (UTF-8) are kept. System calls and
+ * plain stores only: a signal handler may call it (harness/file_map.c). */
+void eq_escape_line(char *dst, size_t cap, const char *text);
 
 const char *eq_status_name(eq_status st);
 
